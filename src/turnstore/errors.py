@@ -1,0 +1,84 @@
+"""The exceptions turnstore raises.
+
+Every error is a ``TurnstoreError``; driver errors are mapped to these at each backend's edge,
+so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
+
+    TurnstoreError
+    ├── ConfigurationError     bad URL, unknown scheme, missing optional dependency
+    ├── ConnectionFailedError  the database cannot be opened or reached
+    ├── SchemaError            the database holds a newer or foreign schema
+    ├── InvalidItemError       an item that is not a JSON-serialisable mapping (also TypeError)
+    ├── NotFoundError          unknown session or run (also LookupError)
+    │   ├── SessionNotFoundError
+    │   └── RunNotFoundError
+    ├── InvalidOperationError  the operation does not apply to that run (e.g. edit of a run
+    │                          with no user message) (also ValueError)
+    ├── ConflictError          another writer changed the session first
+    ├── ClosedError            the store or session was closed
+    └── StorageError           any other database failure
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClosedError",
+    "ConfigurationError",
+    "ConflictError",
+    "ConnectionFailedError",
+    "InvalidItemError",
+    "InvalidOperationError",
+    "NotFoundError",
+    "RunNotFoundError",
+    "SchemaError",
+    "SessionNotFoundError",
+    "StorageError",
+    "TurnstoreError",
+]
+
+
+class TurnstoreError(Exception):
+    """Base class of every error turnstore raises."""
+
+
+class ConfigurationError(TurnstoreError):
+    """The store was configured wrongly: a malformed URL, an unknown scheme, a missing extra."""
+
+
+class ConnectionFailedError(TurnstoreError):
+    """The database could not be opened or reached."""
+
+
+class SchemaError(TurnstoreError):
+    """The database's schema is newer than this turnstore, or is not turnstore's."""
+
+
+class InvalidItemError(TurnstoreError, TypeError):
+    """An item is not a mapping, or cannot be serialised to JSON. Nothing of its batch is written."""
+
+
+class NotFoundError(TurnstoreError, LookupError):
+    """A session or run does not exist."""
+
+
+class SessionNotFoundError(NotFoundError):
+    """The session does not exist in the store."""
+
+
+class RunNotFoundError(NotFoundError):
+    """The run does not exist, or belongs to another session."""
+
+
+class InvalidOperationError(TurnstoreError, ValueError):
+    """The operation does not apply to its target, e.g. editing a run that has no user message."""
+
+
+class ConflictError(TurnstoreError):
+    """Another writer changed the session first; the operation changed nothing."""
+
+
+class ClosedError(TurnstoreError, RuntimeError):
+    """The store or session is closed."""
+
+
+class StorageError(TurnstoreError):
+    """The database failed in a way that none of the other errors describes."""
