@@ -53,7 +53,7 @@ class SchemaError(TurnstoreError):
 
 
 class InvalidItemError(TurnstoreError, TypeError):
-    """An item is not a mapping, or cannot be serialised to JSON. Nothing of its batch is written."""
+    """An item is not a mapping or cannot be serialised to JSON; nothing of its batch is written."""
 
 
 class NotFoundError(TurnstoreError, LookupError):

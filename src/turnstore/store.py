@@ -186,4 +186,3 @@ class Store:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-

@@ -284,8 +284,10 @@ def _plan(
                 )
             )
         elif kind == "tool_output":
-            call = pending.pop(info.call_id, None) if info.call_id is not None else None
-            if call is None:
+            paired = pending.pop(info.call_id, None) if info.call_id is not None else None
+            if paired is not None:
+                call = paired
+            else:
                 existing = open_calls.get(info.call_id) if info.call_id is not None else None
                 # An output whose call is unknown still gets a row, so that it can be queried.
                 call = _PlanCall(current, None, info)

@@ -25,7 +25,7 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, Fetch, Op, Query, migrate_step
+from .base import RUN_COLUMNS, Fetch, Op, migrate_step
 
 __all__ = ["MIGRATIONS", "SQL", "SQLiteBackend", "now"]
 

@@ -1,0 +1,129 @@
+"""Fixtures shared by the suite: every conformance test runs on every backend.
+
+``store`` (and ``open_store``) are parametrised over a SQLite file, SQLite ``:memory:`` and
+PostgreSQL. Postgres is reached through ``TURNSTORE_TEST_POSTGRES_URL`` (default: the
+project's local server); each test gets a schema of its own, dropped afterwards. Without a
+server the Postgres cases skip locally; under ``CI=true`` they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnstore import Store
+
+POSTGRES_URL = os.environ.get(
+    "TURNSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+BACKENDS = [
+    pytest.param("sqlite-file", id="sqlite-file"),
+    pytest.param("sqlite-memory", id="sqlite-memory"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+_postgres_checked: list[str | None] = []
+
+
+def _postgres_unavailable() -> str | None:
+    """Why Postgres cannot be used here, or None. Checked once per test run."""
+    if not _postgres_checked:
+        reason: str | None = None
+        try:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+        except Exception as exc:
+            reason = f"PostgreSQL at {POSTGRES_URL} is unavailable: {exc}"
+        _postgres_checked.append(reason)
+    return _postgres_checked[0]
+
+
+def require_postgres() -> None:
+    """Skip (or, in CI, fail) a test that needs the Postgres server."""
+    reason = _postgres_unavailable()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: Postgres tests must run)")
+        pytest.skip(reason)
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """The backend a conformance test runs on."""
+    name: str = request.param
+    if name == "postgres":
+        require_postgres()
+    return name
+
+
+@pytest.fixture
+def db_target(backend_name: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(target, options) that open one fresh database of the test's backend.
+
+    Every store opened with them sees the same database, except ``:memory:``, which is one
+    database per store.
+    """
+    if backend_name == "sqlite-file":
+        yield str(tmp_path / "turnstore.db"), {}
+    elif backend_name == "sqlite-memory":
+        yield ":memory:", {}
+    else:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        yield POSTGRES_URL, {"schema": schema}
+        _drop_schema(schema)
+
+
+@pytest.fixture
+def open_store(db_target: tuple[str, dict[str, Any]]) -> Iterator[Callable[[], Store]]:
+    """A factory of stores on the test's database; all are closed after the test."""
+    target, options = db_target
+    opened: list[Store] = []
+
+    def factory() -> Store:
+        store = Store.open(target, **options)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+async def store(open_store: Callable[[], Store]) -> Store:
+    """One open store on a fresh database of the test's backend."""
+    return open_store()
+
+
+async def sql(store: Store, statement: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Run a read-only SQL statement on ``store``'s database, as a user would by hand.
+
+    Parameters are written ``{name}`` and bound in the backend's own placeholder style.
+    """
+    from turnstore.backends.base import Fetch, Query
+
+    placeholder = ":{}" if type(store.backend).__name__.startswith("SQLite") else "%({})s"
+    text = statement.format(**{name: placeholder.format(name) for name in params})
+
+    def op() -> Any:
+        rows = yield Query(text, params, Fetch.ALL, raw=True)
+        return [tuple(row) for row in rows]
+
+    result: list[tuple[Any, ...]] = await store.backend.run(op, write=False)
+    return result
