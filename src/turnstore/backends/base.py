@@ -227,6 +227,12 @@ def _call_status(info: ItemInfo) -> str:
     return info.status if info.status in ("failed", "incomplete") else "pending"
 
 
+def _pairing_key(info: ItemInfo) -> str:
+    # Server-run tool searches carry no call_id: the SDK pairs the output with the call just
+    # before it of the same tool, so within a batch that is what they pair with here.
+    return info.call_id if info.call_id is not None else f"\0{info.tool_kind}"
+
+
 def _output_status(info: ItemInfo) -> str:
     if info.status is not None and info.status not in ("in_progress", "searching"):
         return info.status
@@ -268,8 +274,7 @@ def _plan(
         elif kind == "tool_call":
             call = _PlanCall(current, item, info, status=_call_status(info))
             calls.append(call)
-            if info.call_id is not None:
-                pending[info.call_id] = call
+            pending[_pairing_key(info)] = call
         elif kind == "hosted_tool":
             calls.append(
                 _PlanCall(
@@ -284,7 +289,7 @@ def _plan(
                 )
             )
         elif kind == "tool_output":
-            paired = pending.pop(info.call_id, None) if info.call_id is not None else None
+            paired = pending.pop(_pairing_key(info), None)
             if paired is not None:
                 call = paired
             else:
@@ -432,8 +437,14 @@ def append(
 ) -> Op[None]:
     """Add a batch: user messages start runs (children of the head), the rest join the head."""
     head = yield from _lock_session(session_id, now, _title(batch))
+    # Outputs whose call is in an earlier batch (an interrupted run resumed) pair with it.
+    calls_here = {p.info.call_id for p in batch if p.info.kind == "tool_call"}
     call_ids = sorted(
-        {p.info.call_id for p in batch if p.info.kind == "tool_output" and p.info.call_id}
+        {
+            p.info.call_id
+            for p in batch
+            if p.info.kind == "tool_output" and p.info.call_id and p.info.call_id not in calls_here
+        }
     )
     open_calls: dict[str, int] = {}
     if call_ids:
