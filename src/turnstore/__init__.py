@@ -18,9 +18,23 @@ from .errors import (
     StorageError,
     TurnstoreError,
 )
-from .model import Branch, Run, SessionInfo, ToolCall, Usage
+from .model import (
+    Branch,
+    Fork,
+    ModelResponse,
+    NewRun,
+    PathView,
+    Run,
+    SearchResult,
+    SessionInfo,
+    SessionPage,
+    ToolCall,
+    ToolStats,
+    Usage,
+    UsageRow,
+)
 from .session import StructuredSession
-from .store import Store
+from .store import Store, migrate
 
 __all__ = [
     "Branch",
@@ -28,18 +42,27 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ConnectionFailedError",
+    "Fork",
     "InvalidItemError",
     "InvalidOperationError",
+    "ModelResponse",
+    "NewRun",
     "NotFoundError",
+    "PathView",
     "Run",
     "RunNotFoundError",
     "SchemaError",
+    "SearchResult",
     "SessionInfo",
     "SessionNotFoundError",
+    "SessionPage",
     "StorageError",
     "Store",
     "StructuredSession",
     "ToolCall",
+    "ToolStats",
     "TurnstoreError",
     "Usage",
+    "UsageRow",
+    "migrate",
 ]

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Branch", "Run", "SessionInfo", "ToolCall", "Usage"]
+__all__ = [
+    "Branch",
+    "ModelResponse",
+    "NewRun",
+    "Run",
+    "SearchResult",
+    "SessionInfo",
+    "SessionPage",
+    "ToolCall",
+    "ToolStats",
+    "Usage",
+    "UsageRow",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +70,13 @@ class ToolCall:
     created_at: datetime
     completed_at: datetime | None
     duration_ms: float | None
+    # When the tool began to run, as reported by ``session.hooks`` (None without them).
+    started_at: datetime | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The call failed: status failed/incomplete, or an error was recorded."""
+        return self.status in ("failed", "incomplete") or self.error is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +101,148 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to add with ``Store.add_runs`` (bulk writes, such as imports).
+
+    ``parent`` is the index of an earlier ``NewRun`` of the same call; ``parent_id`` a stored
+    run; with neither the run is a root. Items that start with a user message make a child of
+    the parent; other items join (extend) the parent run itself. ``usage`` becomes the run's
+    token columns; ``created_at`` (default: now) dates the run and its items.
+    """
+
+    items: Sequence[Any]
+    parent_id: int | None = None
+    parent: int | None = None
+    usage: Usage | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """Where a run stands among its siblings (the runs that share its parent)."""
+
+    index: int  # 1-based, in creation order
+    count: int
+    previous_id: int | None
+    next_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PathView:
+    """A window of consecutive runs on one branch (the path root → ``leaf_run_id``).
+
+    ``runs`` is root-first; ``forks`` holds every run of the window that has siblings;
+    ``tool_calls`` each run's calls in order. Runs outside the window are above
+    ``runs[0].depth`` (``has_earlier``) or below ``runs[-1].depth`` (``has_later``).
+    """
+
+    session_id: str
+    leaf_run_id: int | None
+    leaf_depth: int
+    runs: list[Run]
+    forks: dict[int, Fork]
+    tool_calls: dict[int, list[ToolCall]]
+
+    @property
+    def has_earlier(self) -> bool:
+        """Runs of the branch come before the window."""
+        return bool(self.runs) and self.runs[0].depth > 0
+
+    @property
+    def has_later(self) -> bool:
+        """Runs of the branch come after the window."""
+        return bool(self.runs) and self.runs[-1].depth < self.leaf_depth
+
+
+# ---------------------------------------------------------------------------------------------
+# Query and analytics results (``Store.sessions``, ``tool_stats``, ``usage``, ``search``, …)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of ``Store.sessions``: the sessions, and the cursor of the next page.
+
+    Iterate it like a list; pass ``next_cursor`` as ``after=`` for the next page (None: this
+    is the last page).
+    """
+
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[SessionInfo]:
+        return iter(self.sessions)
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def __getitem__(self, index: int) -> SessionInfo:
+        return self.sessions[index]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """One model call of a run, as recorded by ``session.hooks``."""
+
+    id: int
+    session_id: str
+    run_id: int
+    agent_name: str | None
+    model: str | None
+    response_id: str | None
+    request_id: str | None
+    usage: Usage
+    started_at: datetime | None
+    completed_at: datetime
+    latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStats:
+    """Per-tool statistics. Durations (ms) only count calls whose duration is known."""
+
+    tool_name: str | None
+    calls: int
+    errors: int
+    timed_calls: int
+    mean_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    max_ms: float | None
+
+    @property
+    def error_rate(self) -> float:
+        """``errors / calls``."""
+        return self.errors / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Token usage summed over one group (a session, user, model, agent or UTC day)."""
+
+    key: str | None
+    runs: int
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One item that matches a search.
+
+    ``rank`` is the relevance (higher is better; its scale depends on the backend; 0 when
+    searching with ``order="recent"``) and
+    ``exact`` says the item holds the query's words as one exact phrase: exact matches come
+    first. ``snippet`` is a short excerpt with the matches between ``**`` marks.
+    """
+
+    session_id: str
+    run_id: int
+    item_id: int
+    type: str
+    role: str | None
+    snippet: str
+    rank: float
+    exact: bool
+    created_at: datetime

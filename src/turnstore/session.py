@@ -6,20 +6,27 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .model import Branch, Run, Usage
-from .store import Store
+from .backends.base import SessionPatch
+from .errors import ClosedError, InvalidOperationError
+from .model import Branch, Run, SessionInfo, Usage
+from .store import Store, _check_session_id, session_patch
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
 
-__all__ = ["StructuredSession", "usage_of"]
+    from .hooks import Recorder, SessionHooks
+
+__all__ = ["StructuredSession", "usage_from", "usage_of"]
 
 
 def usage_of(wrapper: Any) -> Usage | None:
     """The cumulative run usage the SDK carries on its ``RunContextWrapper``, if any."""
     usage = getattr(wrapper, "usage", None)
-    if usage is None:
-        return None
+    return None if usage is None else usage_from(usage)
+
+
+def usage_from(usage: Any) -> Usage:
+    """A ``Usage`` from an SDK usage object (``agents.usage.Usage`` or the like)."""
     input_details = getattr(usage, "input_tokens_details", None)
     output_details = getattr(usage, "output_tokens_details", None)
     return Usage(
@@ -56,7 +63,8 @@ class StructuredSession:
     ``postgresql://`` URL, or an open ``Store`` to share). Pass it to ``Runner.run(...,
     session=...)``. Besides the SDK protocol it offers the conversation tree: ``runs``,
     ``edit``, ``regenerate``, ``rewind``, ``checkout``, ``branches``, ``siblings``,
-    ``delete_branch``.
+    ``delete_branch``; the catalogue entry (``user_id``, ``metadata``, ``title``: ``info``,
+    ``set_info``); and ``hooks``, SDK run hooks that record timing and attribution.
     """
 
     session_settings: SessionSettings | None
@@ -67,18 +75,36 @@ class StructuredSession:
         db: str | os.PathLike[str] | Store = ":memory:",
         *,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        title: str | None = None,
     ) -> None:
-        """Open ``db`` (a path, URL or shared ``Store``) for the conversation ``session_id``."""
-        self.session_settings = _coerce_settings(session_settings)
-        if isinstance(db, Store):
-            self.store, self._owns_store = db, False
-        else:
-            self.store, self._owns_store = Store.open(db), True
-        self.session_id = session_id
-        # Checked through the store so that a bad id fails here, not at the first write.
-        from .store import _check_session_id
+        """Open ``db`` (a path, URL or shared ``Store``) for the conversation ``session_id``.
 
-        _check_session_id(session_id)
+        ``user_id``, ``metadata`` and ``title`` go into the session catalogue with this
+        object's first write (given values replace stored ones; a title given here wins over
+        the default one, the start of the first user message). ``set_info`` changes them later.
+        """
+        # Checked first, so that a bad id fails here (not at the first write) and opens nothing.
+        self.session_id = _check_session_id(session_id)
+        self.session_settings = _coerce_settings(session_settings)
+        info = session_patch(user_id=user_id, title=title, metadata=metadata)
+        self._info: SessionPatch | None = info if info != SessionPatch() else None
+        self._pending_info = self._info
+        self._recorder: Recorder | None = None
+        self._hooks: SessionHooks | None = None
+        self._closed = False
+        if isinstance(db, Store):
+            self._store, self._owns_store = db, False
+        else:
+            self._store, self._owns_store = Store.open(db), True
+
+    @property
+    def store(self) -> Store:
+        """The store this session uses; a closed session raises ``ClosedError`` instead."""
+        if self._closed:
+            raise ClosedError(f"session {self.session_id!r} is closed")
+        return self._store
 
     # -- the SDK Session protocol ------------------------------------------------------------
 
@@ -94,9 +120,23 @@ class StructuredSession:
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` in one transaction; a user message starts a new run.
 
-        With the SDK's ``wrapper`` its cumulative usage becomes the run's token columns.
+        With the SDK's ``wrapper`` its cumulative usage becomes the run's token columns. What
+        ``hooks`` recorded since the last write, and the constructor's catalogue fields on the
+        first write, are written in the same transaction.
         """
-        await self.store.add_items(self.session_id, items, usage_of(wrapper))
+        store = self.store
+        telemetry = self._recorder.drain() if self._recorder is not None else None
+        info = self._pending_info
+        try:
+            await store.add_items(
+                self.session_id, items, usage_of(wrapper), info=info, telemetry=telemetry
+            )
+        except BaseException:
+            if telemetry is not None and self._recorder is not None:
+                self._recorder.restore(telemetry)
+            raise
+        if info is self._pending_info:
+            self._pending_info = None
 
     async def pop_item(self, *, wrapper: Any = None) -> Any:
         """Remove and return the newest item of the active path, or None."""
@@ -105,6 +145,51 @@ class StructuredSession:
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete this conversation: every branch, run, item and tool call."""
         await self.store.clear_session(self.session_id)
+        self._pending_info = self._info  # a conversation started afresh is catalogued again
+
+    # -- the catalogue and run hooks -----------------------------------------------------------
+
+    async def info(self) -> SessionInfo | None:
+        """This session's catalogue entry (user, title, metadata, times), or None if unwritten."""
+        return await self.store.session(self.session_id)
+
+    async def set_info(
+        self,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Set the session's user, title or metadata now (None leaves a field unchanged).
+
+        Constructor values not yet written are written too; the values given here win.
+        ``metadata`` replaces the stored metadata.
+        """
+        given = session_patch(user_id=user_id, title=title, metadata=metadata)
+        pending = self._pending_info or SessionPatch()
+        merged = SessionPatch(
+            user_id=given.user_id if given.user_id is not None else pending.user_id,
+            title=given.title if given.title is not None else pending.title,
+            metadata=given.metadata if given.metadata is not None else pending.metadata,
+        )
+        result = await self.store.patch_session(self.session_id, merged)
+        self._pending_info = None
+        return result
+
+    @property
+    def hooks(self) -> SessionHooks:
+        """SDK run hooks that record timing and attribution: ``Runner.run(..., hooks=...)``.
+
+        They record each model call (agent, model, response id, usage, latency) and each
+        function tool call's start, end and duration, written with the session's next write.
+        Needs the Agents SDK. See ``turnstore.hooks``.
+        """
+        if self._hooks is None:
+            from .hooks import Recorder, SessionHooks
+
+            self._recorder = Recorder(self.store.backend.now)
+            self._hooks = SessionHooks(self._recorder)
+        return self._hooks
 
     # -- the conversation tree ---------------------------------------------------------------
 
@@ -118,6 +203,8 @@ class StructuredSession:
         A str replaces the message's content and keeps its role, type and other keys. Continue
         with ``Runner.run(agent, [], session=session)``.
         """
+        if new_input is None:  # the store reads None as "regenerate"; an edit needs a value
+            raise InvalidOperationError("edit needs a new input: a str or a user message item")
         return await self.store.fork(self.session_id, run_id, new_input)
 
     async def regenerate(self, run_id: int) -> Run:
@@ -147,11 +234,16 @@ class StructuredSession:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the store this session opened (a shared ``Store`` stays open)."""
+        """Close the session, and the store it opened (a shared ``Store`` stays open).
+
+        Idempotent; any later use raises ``ClosedError``.
+        """
+        self._closed = True
         if self._owns_store:
-            self.store.close()
+            self._store.close()
 
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""
+        self._closed = True
         if self._owns_store:
-            await self.store.aclose()
+            await self._store.aclose()

@@ -2,18 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
-from .backends import base
+from .backends import base, queries
 from .backends.base import Backend
+from .backends.queries import SearchOrder, SessionOrder, UsageGroup
 from .errors import ConfigurationError, InvalidOperationError
-from .model import Branch, Run, SessionInfo, Usage
 
-__all__ = ["Store"]
+if TYPE_CHECKING:
+    from .export import ExportFormat
+from .model import (
+    Branch,
+    ModelResponse,
+    NewRun,
+    PathView,
+    Run,
+    SearchResult,
+    SessionInfo,
+    SessionPage,
+    ToolCall,
+    ToolStats,
+    Usage,
+    UsageRow,
+)
+
+__all__ = ["Store", "migrate"]
+
+
+def sqlite_path(target: str) -> str:
+    """The SQLite path a target names: ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``sqlite://`` (``:memory:``), or a plain path as it is."""
+    if not target.lower().startswith("sqlite://"):
+        return target
+    path = target[len("sqlite://") :]
+    return (path[1:] if path.startswith("/") else path) or ":memory:"
 
 
 def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> Backend:
@@ -23,7 +51,8 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
         raise ConfigurationError(
             f"a database is a path, ':memory:' or a URL, not {type(target).__name__}"
         )
-    scheme = urlsplit(target).scheme.lower() if "://" in target else ""
+    # Not urlsplit: it raises ValueError on some malformed URLs, which the backend reports.
+    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
     if scheme in ("postgresql", "postgres"):
         try:
             from .backends.postgres import PostgresBackend
@@ -35,10 +64,7 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
     from .backends.sqlite import SQLiteBackend
 
     if scheme == "sqlite":
-        # sqlite:///relative.db, sqlite:////absolute.db, sqlite:// (memory)
-        path = target[len("sqlite://") :]
-        path = path[1:] if path.startswith("/") else path
-        return SQLiteBackend(path or ":memory:", **options)
+        return SQLiteBackend(sqlite_path(target), **options)
     if scheme:
         raise ConfigurationError(
             f"unknown database URL scheme {scheme!r} in {target!r}: "
@@ -50,9 +76,72 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
 
 
 def _check_session_id(session_id: Any) -> str:
+    """``session_id`` if a database can store it as a key, else a ConfigurationError."""
     if not isinstance(session_id, str):
         raise ConfigurationError(f"session_id must be a str, got {type(session_id).__name__}")
+    # NUL is refused by PostgreSQL TEXT and lone surrogates by every UTF-8 encoder: either
+    # would otherwise surface as a raw driver error at the first write.
+    if "\x00" in session_id or not (session_id.isascii() or _encodes(session_id)):
+        raise ConfigurationError(
+            f"session_id must be text without NUL or lone surrogates, got {session_id!r}"
+        )
     return session_id
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# ``LIMIT`` for "no limit", bindable on every backend.
+_NO_LIMIT = 2**62
+
+
+def _check_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidOperationError(f"limit must be an int >= 1, got {limit!r}")
+    return min(limit, _NO_LIMIT)
+
+
+def _str_list(values: Any, name: str) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not all(isinstance(value, str) for value in values):
+        raise InvalidOperationError(f"{name} must be a list of str, got {values!r}")
+    return list(values)
+
+
+def _text_field(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidOperationError(f"{name} must be a str, got {type(value).__name__}")
+    if "\x00" in value or not (value.isascii() or _encodes(value)):
+        raise InvalidOperationError(f"{name} must be text without NUL or lone surrogates")
+    return value
+
+
+def session_patch(
+    *, user_id: Any = None, title: Any = None, metadata: Any = None
+) -> base.SessionPatch:
+    """Check catalogue fields and make the ``SessionPatch`` that writes them."""
+    meta = None
+    if metadata is not None:
+        if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
+            raise InvalidOperationError("metadata must be a mapping with str keys")
+        try:
+            meta = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidOperationError(f"metadata must be JSON-serialisable: {exc}") from None
+        # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
+        if "\\u0000" in meta or not _encodes(meta):
+            raise InvalidOperationError("metadata must not hold NUL or lone surrogates")
+    return base.SessionPatch(
+        user_id=_text_field(user_id, "user_id"), title=_text_field(title, "title"), metadata=meta
+    )
 
 
 class Store:
@@ -78,15 +167,28 @@ class Store:
     # -- per-session operations (StructuredSession is a thin layer over these) ---------------
 
     async def add_items(
-        self, session_id: str, items: Sequence[Any], usage: Usage | None = None
+        self,
+        session_id: str,
+        items: Sequence[Any],
+        usage: Usage | None = None,
+        *,
+        info: base.SessionPatch | None = None,
+        telemetry: base.Telemetry | None = None,
     ) -> None:
-        """Append a batch to ``session_id``'s active path in one transaction."""
+        """Append a batch to ``session_id``'s active path in one transaction.
+
+        ``info`` (catalogue fields) and ``telemetry`` (what ``session.hooks`` recorded) are
+        written in the same transaction; ``StructuredSession`` passes them.
+        """
         sid = _check_session_id(session_id)
         batch = base.prepare_items(items)
-        if not batch and usage is None:
+        if not batch and usage is None and info is None and not telemetry:
             return
         now = self.backend.now()
-        await self.backend.run(lambda: base.append(sid, batch, now, usage), write=True)
+        await self.backend.run(
+            lambda: base.append(sid, batch, now, usage, info=info, telemetry=telemetry),
+            write=True,
+        )
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
         """The newest ``limit`` items of the active path (all when None), oldest first."""
@@ -149,11 +251,384 @@ class Store:
         sid = _check_session_id(session_id)
         return await self.backend.run(lambda: base.siblings(sid, run_id), write=False)
 
+    async def tree(self, session_id: str) -> list[tuple[Run, list[Any]]]:
+        """Every run of the session, on every branch, in creation order, with its items."""
+        sid = _check_session_id(session_id)
+        return await self.backend.run(lambda: base.session_tree(sid), write=False)
+
+    async def add_runs(
+        self, session_id: str, runs: Sequence[NewRun], *, head: int | None = None
+    ) -> list[int]:
+        """Add many runs anywhere in the session's tree in one transaction (the bulk path).
+
+        Returns the id of each run in order (for an extension, the run it extended). The head
+        moves to ``runs[head]``; with ``head=None`` it stays where it was.
+        """
+        grafts = [
+            base.GraftRun(
+                base.prepare_items(run.items), run.parent_id, run.parent, run.usage, run.created_at
+            )
+            for run in runs
+        ]
+        return await self._graft(session_id, grafts, head)
+
+    async def _graft(
+        self, session_id: str, runs: Sequence[base.GraftRun], head: int | None = None
+    ) -> list[int]:
+        """``add_runs`` of items already prepared (importers prepare them while reading).
+
+        A ``GraftRun.now`` that is a ``datetime`` is converted to the backend's timestamps.
+        """
+        sid = _check_session_id(session_id)
+        if head is not None and not 0 <= head < len(runs):
+            raise InvalidOperationError(f"head must index one of the {len(runs)} runs")
+        grafts = []
+        for index, run in enumerate(runs):
+            if not run.batch:
+                raise InvalidOperationError(f"run {index} has no items")
+            if run.parent is not None and not 0 <= run.parent < index:
+                raise InvalidOperationError(f"run {index}'s parent must be an earlier run")
+            if isinstance(run.now, datetime):
+                run = dataclasses.replace(run, now=self._bind_time(run.now))
+            grafts.append(run)
+        now = self.backend.now()
+        return await self.backend.run(lambda: base.graft(sid, grafts, head, now), write=True)
+
+    def _bind_time(self, when: datetime) -> Any:
+        """``when`` as this backend binds timestamps (SQLite: sortable UTC text)."""
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)  # naive times are UTC, as SQLite's are
+        when = when.astimezone(timezone.utc)
+        if isinstance(self.backend.now(), str):
+            return when.isoformat(sep=" ", timespec="microseconds")
+        return when
+
     async def delete_branch(self, session_id: str, run_id: int) -> int | None:
         """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
         return await self.backend.run(lambda: base.delete_branch(sid, run_id, now), write=True)
+
+    # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
+
+    async def path_view(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        limit: int = 50,
+    ) -> PathView:
+        """At most ``limit`` consecutive runs of a branch, with their tool calls and forks.
+
+        The branch is the active path, or the one through the run ``through`` (down to the
+        head if the head lies below it, else to its newest run). The window holds the runs at
+        depth ``start`` and after, or at depth ``stop`` and before, or else the branch's last
+        runs (with ``through``: the runs from just above it). Raises ``SessionNotFoundError``
+        or ``RunNotFoundError``.
+        """
+        sid = _check_session_id(session_id)
+        for name, value in (("start", start), ("stop", stop)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidOperationError(f"{name} must be None or an int, got {value!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidOperationError(f"limit must be an int >= 1, got {limit!r}")
+        return await self.backend.run(
+            lambda: base.path_view(sid, through, start, stop, limit), write=False
+        )
+
+    async def run(self, run_id: int) -> Run:
+        """The run ``run_id``, in whichever session it is. Raises ``RunNotFoundError``."""
+        return await self.backend.run(lambda: base.get_run(run_id), write=False)
+
+    async def run_items(self, run_id: int) -> list[Any]:
+        """The items of the run ``run_id``, verbatim and in order."""
+        return await self.backend.run(lambda: base.run_items(run_id), write=False)
+
+    async def tool_call(self, call_id: int) -> ToolCall:
+        """The tool call whose row id is ``call_id``. Raises ``NotFoundError``."""
+        return await self.backend.run(lambda: base.get_tool_call(call_id), write=False)
+
+    # -- query and analytics: the session catalogue, tool calls, usage, search, export --------
+
+    async def sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        order_by: SessionOrder = "created_at",
+        limit: int = 50,
+        after: str | None = None,
+    ) -> SessionPage:
+        """One page of the session catalogue, newest first.
+
+        ``metadata`` keeps sessions whose metadata holds every given key with an equal
+        (scalar) value. Times are exclusive bounds; naive datetimes are UTC. Pass the page's
+        ``next_cursor`` as ``after`` for the next page: keyset pagination, so any page costs
+        what the first does. ``order_by="created_at"`` (the default) lists each session once
+        even while sessions are written; ``"updated_at"`` lists the most recently active
+        first, and a session written between two pages moves ahead of the cursor (it is not
+        repeated, and it is not on the later pages).
+        """
+        if order_by not in queries.ORDERS:
+            raise InvalidOperationError(f"order_by is one of {queries.ORDERS}, not {order_by!r}")
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidOperationError(f"user_id must be a str, got {type(user_id).__name__}")
+        if after is not None and not isinstance(after, str):
+            raise InvalidOperationError(f"after must be a cursor string, got {after!r}")
+        size = _check_limit(limit)
+        meta = queries.metadata_filter(metadata)
+        times = {
+            name: self._bind_time(value) if value is not None else None
+            for name, value in (
+                ("created_after", created_after),
+                ("created_before", created_before),
+                ("updated_after", updated_after),
+                ("updated_before", updated_before),
+            )
+        }
+        return await self.backend.run(
+            lambda: queries.list_sessions(
+                user_id=user_id,
+                metadata=meta,
+                order_by=order_by,
+                limit=size,
+                after=after,
+                **times,
+            ),
+            write=False,
+        )
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Set the session's user, title or metadata (None leaves a field unchanged).
+
+        ``metadata`` replaces the stored metadata (a JSON-serialisable mapping). A session
+        that does not exist yet is created, with no runs. Returns the updated entry.
+        """
+        patch = session_patch(user_id=user_id, title=title, metadata=metadata)
+        return await self.patch_session(session_id, patch)
+
+    async def patch_session(self, session_id: str, patch: base.SessionPatch) -> SessionInfo:
+        """Like ``update_session``, with fields already checked by ``session_patch``."""
+        sid = _check_session_id(session_id)
+        now = self.backend.now()
+        return await self.backend.run(lambda: base.update_session(sid, patch, now), write=True)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session with every run, item, tool call and index entry.
+
+        Unlike ``clear_session`` (the SDK's, which ignores unknown sessions) this raises
+        ``SessionNotFoundError`` when there is no such session.
+        """
+        sid = _check_session_id(session_id)
+        await self.backend.run(lambda: queries.delete_session(sid), write=True)
+
+    async def tool_calls(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = 100,
+    ) -> list[ToolCall]:
+        """The newest ``limit`` tool calls that match every filter given, oldest first.
+
+        ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
+        an MCP call's error, or an output that reports an error (the SDK's messages for a
+        tool that raised or timed out, see ``turnstore.backends.base.reports_error``). Other
+        statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
+        ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        if status is not None and not isinstance(status, str):
+            raise InvalidOperationError(f"status must be a str, got {type(status).__name__}")
+        size = _check_limit(limit) if limit is not None else _NO_LIMIT
+        return await self.backend.run(
+            lambda: queries.tool_calls(**filters, status=status, limit=size), write=False
+        )
+
+    async def slowest_tool_calls(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 10,
+    ) -> list[ToolCall]:
+        """The ``limit`` longest-running tool calls whose duration is known, longest first.
+
+        Filters as in ``tool_calls``.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        if status is not None and not isinstance(status, str):
+            raise InvalidOperationError(f"status must be a str, got {type(status).__name__}")
+        size = _check_limit(limit)
+        return await self.backend.run(
+            lambda: queries.tool_calls(**filters, status=status, limit=size, slowest=True),
+            write=False,
+        )
+
+    async def tool_stats(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ToolStats]:
+        """Per-tool calls, errors, error rate and p50/p95 duration; the most used tool first.
+
+        Errors count as in ``tool_calls(status="failed")``. Durations are known for calls
+        run under ``session.hooks``; the statistics ignore the others.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        return await self.backend.run(lambda: queries.tool_stats(**filters), write=False)
+
+    def _call_filters(
+        self,
+        session_id: str | None,
+        run_id: int | None,
+        tool_name: str | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> dict[str, Any]:
+        if session_id is not None:
+            _check_session_id(session_id)
+        if run_id is not None and (isinstance(run_id, bool) or not isinstance(run_id, int)):
+            raise InvalidOperationError(f"run_id must be an int, got {run_id!r}")
+        if tool_name is not None and not isinstance(tool_name, str):
+            raise InvalidOperationError(f"tool_name must be a str, got {tool_name!r}")
+        return {
+            "session_id": session_id,
+            "run_id": run_id,
+            "tool_name": tool_name,
+            "since": self._bind_time(since) if since is not None else None,
+            "until": self._bind_time(until) if until is not None else None,
+        }
+
+    async def model_responses(
+        self, *, session_id: str | None = None, run_id: int | None = None, limit: int = 100
+    ) -> list[ModelResponse]:
+        """The newest ``limit`` model calls recorded by ``session.hooks``, oldest first."""
+        if session_id is not None:
+            _check_session_id(session_id)
+        if run_id is not None and (isinstance(run_id, bool) or not isinstance(run_id, int)):
+            raise InvalidOperationError(f"run_id must be an int, got {run_id!r}")
+        size = _check_limit(limit)
+        return await self.backend.run(
+            lambda: queries.model_responses(session_id=session_id, run_id=run_id, limit=size),
+            write=False,
+        )
+
+    async def usage(
+        self,
+        group_by: UsageGroup = "session",
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        """Requests and tokens summed per session, user, model, agent or UTC day.
+
+        Filters select runs (``since`` inclusive, ``until`` exclusive, on the run's start).
+        Without ``session.hooks`` runs carry no model or agent, and count under ``None``.
+        """
+        if group_by not in queries.GROUPS:
+            raise InvalidOperationError(f"group_by is one of {queries.GROUPS}, not {group_by!r}")
+        if session_id is not None:
+            _check_session_id(session_id)
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidOperationError(f"user_id must be a str, got {type(user_id).__name__}")
+        start = self._bind_time(since) if since is not None else None
+        end = self._bind_time(until) if until is not None else None
+        return await self.backend.run(
+            lambda: queries.usage(
+                group_by, session_id=session_id, user_id=user_id, since=start, until=end
+            ),
+            write=False,
+        )
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        roles: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 20,
+        order: SearchOrder = "relevance",
+    ) -> list[SearchResult]:
+        """Full-text search over user and assistant text, tool arguments and tool outputs.
+
+        The query is web-search style: words (all must occur), ``"an exact phrase"``,
+        ``this OR that``, ``-excluded``, ``prefix*``; anything else is plain text, so no
+        input is a syntax error. Items holding the query's words as one exact phrase come
+        first, then the rest by relevance. ``roles`` (``"user"``, ``"assistant"``) and
+        ``types`` (``"message"``, ``"function_call"``, ``"function_call_output"``, …) filter
+        the items; every branch of every session is searched unless ``session_id`` is given.
+        ``order="recent"`` returns the newest matches instead of the most relevant: ranking
+        costs a few microseconds per matching item, so prefer it for words that occur in many
+        thousands of items.
+        """
+        if order not in queries.SEARCH_ORDERS:
+            raise InvalidOperationError(f"order is one of {queries.SEARCH_ORDERS}, not {order!r}")
+        if not isinstance(query, str):
+            raise InvalidOperationError(f"a search query is a str, got {type(query).__name__}")
+        if session_id is not None:
+            _check_session_id(session_id)
+        role_list = _str_list(roles, "roles")
+        type_list = _str_list(types, "types")
+        size = _check_limit(limit)
+        return await self.backend.run(
+            lambda: queries.search(
+                query,
+                session_id=session_id,
+                roles=role_list,
+                types=type_list,
+                limit=size,
+                order=order,
+            ),
+            write=False,
+        )
+
+    async def export(
+        self, session_id: str, format: ExportFormat = "jsonl", *, all_branches: bool = False
+    ) -> str:
+        """The session as ``"jsonl"`` (one item a line), ``"json"`` (the tree) or ``"markdown"``.
+
+        The active path by default; ``all_branches=True`` exports every run of the tree. See
+        ``turnstore.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
+        ``add_runs``. Raises ``SessionNotFoundError`` for an unknown session.
+        """
+        from . import export
+
+        sid = _check_session_id(session_id)
+        if format not in export.FORMATS:
+            raise InvalidOperationError(f"format is one of {export.FORMATS}, not {format!r}")
+        data = await self.backend.run(
+            lambda: queries.export_data(sid, bool(all_branches)), write=False
+        )
+        return export.render(data, format)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -186,3 +661,14 @@ class Store:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def migrate(target: str | os.PathLike[str], **options: Any) -> None:
+    """Create the database at ``target``, or bring its schema up to this turnstore's version.
+
+    Opening a store does the same; this is the step for deployments (where the stores that
+    serve traffic open with ``migrate=False``, on Postgres) and for scripts. Each migration and
+    its version row land in one transaction; concurrent callers on Postgres take turns on an
+    advisory lock, on SQLite on the write lock. Options are ``Store.open``'s.
+    """
+    Store.open(target, **options).close()

@@ -12,22 +12,35 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
-from ..errors import InvalidItemError, InvalidOperationError, RunNotFoundError, SchemaError
+from ..errors import (
+    InvalidItemError,
+    InvalidOperationError,
+    NotFoundError,
+    RunNotFoundError,
+    SchemaError,
+    SessionNotFoundError,
+)
 from ..items import ItemInfo, classify
-from ..model import Branch, Run, SessionInfo, Usage
+from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall, Usage
 
 __all__ = [
     "Backend",
     "Fetch",
+    "GraftRun",
     "Op",
     "PreparedItem",
     "Query",
+    "ResponseRecord",
+    "SessionPatch",
+    "Telemetry",
+    "ToolTiming",
     "append",
     "as_datetime",
     "branches",
@@ -35,13 +48,23 @@ __all__ = [
     "delete_branch",
     "fork",
     "get_items",
+    "get_run",
+    "get_tool_call",
+    "graft",
     "migrate_step",
     "move_head",
     "path_runs",
+    "path_view",
+    "pending_migrations",
     "pop_item",
     "prepare_items",
+    "reports_error",
+    "run_items",
     "session_info",
+    "session_tree",
     "siblings",
+    "tool_call_from_row",
+    "update_session",
 ]
 
 log = logging.getLogger("turnstore")
@@ -220,6 +243,7 @@ class _Head:
     depth: int = -1
     item_count: int = 0
     parent_id: int | None = None
+    has_children: bool = False
 
 
 def _call_status(info: ItemInfo) -> str:
@@ -233,10 +257,39 @@ def _pairing_key(info: ItemInfo) -> str:
     return info.call_id if info.call_id is not None else f"\0{info.tool_kind}"
 
 
+# Outputs that report a failure in words rather than a status: what openai-agents writes when
+# a function tool raises (``default_tool_error_function``) or times out
+# (``default_tool_timeout_error_message``). A custom ``failure_error_function`` is not
+# recognised; its calls count as completed.
+_ERROR_OUTPUT = re.compile(
+    r"An error occurred while running the tool\. Please try again\."
+    r"|Tool '.*' timed out after [0-9.e+-]+ seconds\.",
+    re.DOTALL,
+)
+
+
+def reports_error(output: str | None) -> bool:
+    """The tool output is one of the SDK's error messages (see ``_ERROR_OUTPUT``)."""
+    return output is not None and _ERROR_OUTPUT.fullmatch(output) is not None
+
+
+def _output_error(info: ItemInfo) -> str | None:
+    if info.error is not None:
+        return info.error
+    return info.output if reports_error(info.output) else None
+
+
 def _output_status(info: ItemInfo) -> str:
     if info.status is not None and info.status not in ("in_progress", "searching"):
-        return info.status
-    return "failed" if info.error else "completed"
+        return "failed" if info.status == "completed" and _output_error(info) else info.status
+    return "failed" if _output_error(info) else "completed"
+
+
+def _hosted_status(info: ItemInfo) -> str:
+    # An MCP call that reports an error failed, whatever status the item carries.
+    if info.error is not None and info.status not in ("failed", "incomplete"):
+        return "failed"
+    return info.status or "completed"
 
 
 def _plan(
@@ -248,17 +301,23 @@ def _plan(
     updates: list[tuple[int, _PlanCall]] = []
     pending: dict[str, _PlanCall] = {}
     current: _PlanRun | None = None
+    anchor: _PlanRun | None = None  # the run new runs hang below when there is no current
     if head.id is not None:
-        current = _PlanRun(head.id, None, head.parent_id, head.depth, head.item_count)
-        runs.append(current)
+        anchor = _PlanRun(head.id, None, head.parent_id, head.depth, head.item_count)
+        # A run that other branches share is never changed: what would join it starts a new
+        # run below it instead (a sibling of its children, with no user message).
+        if not head.has_children:
+            current = anchor
+            runs.append(current)
     for prepared in batch:
         info = prepared.info
         if current is None or info.starts_run:
+            parent = current if current is not None else anchor
             current = _PlanRun(
                 None,
-                current,
+                parent,
                 None,
-                current.depth + 1 if current is not None else 0,
+                parent.depth + 1 if parent is not None else 0,
                 0,
                 user_message=info.text if info.starts_run else None,
             )
@@ -283,7 +342,7 @@ def _plan(
                     info,
                     output_item=item,
                     output=info.output,
-                    status=info.status or "completed",
+                    status=_hosted_status(info),
                     error=info.error,
                     completed=info.status not in ("in_progress", "searching", "generating"),
                 )
@@ -303,7 +362,7 @@ def _plan(
             call.output_item = item
             call.output = info.output
             call.status = _output_status(info)
-            call.error = info.error
+            call.error = _output_error(info)
             call.completed = True
     assert current is not None
     return runs, items, calls, updates, current
@@ -317,6 +376,21 @@ def _apply_append(
     now: Any,
     usage: Usage | None,
 ) -> Op[int]:
+    """Write ``batch`` after ``head``; return the id of the run it ends in."""
+    last = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
+    assert last.id is not None
+    return last.id
+
+
+def _apply_append_run(
+    session_id: str,
+    head: _Head,
+    batch: Sequence[PreparedItem],
+    open_calls: Mapping[str, int],
+    now: Any,
+    usage: Usage | None,
+) -> Op[_PlanRun]:
+    """``_apply_append``, returning the last run as planned (id, depth, parent, items)."""
     runs, items, calls, updates, last = _plan(head, batch, open_calls)
     sid = session_id
     for run in runs:
@@ -335,10 +409,13 @@ def _apply_append(
                 Fetch.ONE,
             )
             run.id = row[0]
-        else:
+        elif run.item_count != head.item_count:
+            # Only the head run can exist already; one that gains nothing (a new run starts
+            # below it: a fork) is left untouched, since other branches share it.
             yield Query(
                 "update_run_append",
                 {
+                    "sid": sid,
                     "id": run.id,
                     "item_count": run.item_count,
                     "assistant_message": run.assistant_message,
@@ -389,6 +466,7 @@ def _apply_append(
         yield Query(
             "complete_tool_call",
             {
+                "sid": sid,
                 "id": call_row_id,
                 "output": call.output,
                 "status": call.status,
@@ -398,9 +476,10 @@ def _apply_append(
             },
         )
     if usage is not None:
-        yield Query("set_run_usage", {"id": last.id, "now": now, **_usage_params(usage)})
-    assert last.id is not None
-    return last.id
+        yield Query(
+            "set_run_usage", {"sid": sid, "id": last.id, "now": now, **_usage_params(usage)}
+        )
+    return last
 
 
 def _usage_params(usage: Usage) -> dict[str, int]:
@@ -421,11 +500,18 @@ def _title(batch: Sequence[PreparedItem]) -> str | None:
     return None
 
 
-def _lock_session(session_id: str, now: Any, title: str | None = None) -> Op[_Head]:
-    """Create the session if new, lock it for this transaction, and read its head."""
-    yield Query("ensure_session", {"sid": session_id, "now": now, "title": title})
+def _lock_session(
+    session_id: str, now: Any, title: str | None = None, *, create: bool = True
+) -> Op[_Head]:
+    """Create the session if new, lock it for this transaction, and read its head.
+
+    With ``create=False`` a session that does not exist is left uncreated (its head reads as
+    empty): popping from, or adding nothing to, an unknown session must not catalogue it.
+    """
+    if create:
+        yield Query("ensure_session", {"sid": session_id, "now": now, "title": title})
     row = yield Query("lock_head", {"sid": session_id}, Fetch.ONE)
-    return _Head(*row) if row[0] is not None else _Head(None)
+    return _Head(*row) if row is not None and row[0] is not None else _Head(None)
 
 
 def _set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
@@ -433,10 +519,150 @@ def _set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
 
 
 def append(
-    session_id: str, batch: Sequence[PreparedItem], now: Any, usage: Usage | None = None
+    session_id: str,
+    batch: Sequence[PreparedItem],
+    now: Any,
+    usage: Usage | None = None,
+    *,
+    info: SessionPatch | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Op[None]:
-    """Add a batch: user messages start runs (children of the head), the rest join the head."""
-    head = yield from _lock_session(session_id, now, _title(batch))
+    """Add a batch: user messages start runs (children of the head), the rest join the head.
+
+    ``info`` sets the session's catalogue fields in the same transaction; ``telemetry`` (what
+    ``session.hooks`` saw since the last write) lands on the run that was the head before the
+    batch: the model's output joins that run, and a new user message follows its run.
+    """
+    head = yield from _lock_session(
+        session_id, now, _title(batch), create=bool(batch) or info is not None
+    )
+    if info is not None:
+        yield from _patch_session(session_id, info, now)
+    if head.id is None and not batch:
+        return  # usage alone, and no run for it to land on
+    open_calls = yield from _open_calls(session_id, batch)
+    last = yield from _apply_append(session_id, head, batch, open_calls, now, usage)
+    yield from _set_head(session_id, last, now)
+    if telemetry:
+        target = head.id if head.id is not None else last
+        yield from _record_telemetry(session_id, target, telemetry)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPatch:
+    """Catalogue fields to set on a session; None leaves a field as it is.
+
+    ``metadata`` is JSON text (a JSON object), stored as given.
+    """
+
+    user_id: str | None = None
+    title: str | None = None
+    metadata: str | None = None
+
+
+def _patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:
+    yield Query(
+        "update_session_info",
+        {
+            "sid": session_id,
+            "user_id": patch.user_id,
+            "title": patch.title,
+            "metadata": patch.metadata,
+            "now": now,
+        },
+    )
+
+
+def update_session(session_id: str, patch: SessionPatch, now: Any) -> Op[SessionInfo]:
+    """Set catalogue fields of a session, creating it (with no runs) if it is new."""
+    yield Query("ensure_session", {"sid": session_id, "now": now, "title": None})
+    yield from _patch_session(session_id, patch, now)
+    info = yield from session_info(session_id)
+    assert info is not None
+    return info
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRecord:
+    """One model call seen by ``session.hooks``; times are backend timestamps."""
+
+    agent_name: str | None
+    model: str | None
+    response_id: str | None
+    request_id: str | None
+    usage: Usage
+    started_at: Any
+    completed_at: Any
+    latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTiming:
+    """When one tool call (by the model's ``call_id``) ran, as seen by ``session.hooks``."""
+
+    call_id: str
+    started_at: Any
+    completed_at: Any
+    duration_ms: float
+
+
+@dataclass(slots=True)
+class Telemetry:
+    """What ``session.hooks`` recorded since the session last wrote."""
+
+    responses: list[ResponseRecord] = field(default_factory=list)
+    tools: list[ToolTiming] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.responses or self.tools)
+
+
+def _record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[None]:
+    for record in telemetry.responses:
+        yield Query(
+            "insert_model_response",
+            {
+                "sid": session_id,
+                "run_id": run_id,
+                "agent_name": record.agent_name,
+                "model": record.model,
+                "response_id": record.response_id,
+                "request_id": record.request_id,
+                "started_at": record.started_at,
+                "completed_at": record.completed_at,
+                "latency_ms": record.latency_ms,
+                **_usage_params(record.usage),
+            },
+        )
+    if telemetry.responses:
+        last = telemetry.responses[-1]
+        # The run is attributed to the agent (and model) that answered last.
+        yield Query(
+            "set_run_agent",
+            {
+                "sid": session_id,
+                "id": run_id,
+                "agent_name": last.agent_name,
+                "model": last.model,
+            },
+        )
+    for timing in telemetry.tools:
+        # The newest call with that call_id in the session: call ids repeat across runs with
+        # some providers, and the one that just ran is the newest.
+        yield Query(
+            "set_tool_timing",
+            {
+                "sid": session_id,
+                "call_id": timing.call_id,
+                "started_at": timing.started_at,
+                "completed_at": timing.completed_at,
+                "duration_ms": timing.duration_ms,
+            },
+        )
+
+
+def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, int]]:
+    """The unanswered stored calls that outputs in ``batch`` answer: call_id -> row id."""
     # Outputs whose call is in an earlier batch (an interrupted run resumed) pair with it.
     calls_here = {p.info.call_id for p in batch if p.info.kind == "tool_call"}
     call_ids = sorted(
@@ -446,14 +672,69 @@ def append(
             if p.info.kind == "tool_output" and p.info.call_id and p.info.call_id not in calls_here
         }
     )
-    open_calls: dict[str, int] = {}
-    if call_ids:
-        rows = yield Query(
-            "open_tool_calls", {"sid": session_id, "call_ids": json.dumps(call_ids)}, Fetch.ALL
+    if not call_ids:
+        return {}
+    rows = yield Query(
+        "open_tool_calls", {"sid": session_id, "call_ids": json.dumps(call_ids)}, Fetch.ALL
+    )
+    return {call_id: row_id for call_id, row_id in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class GraftRun:
+    """One run to add by ``graft``: its items, where it hangs, its usage and time.
+
+    ``parent`` (the index of an earlier ``GraftRun`` of the same call) wins over
+    ``parent_id`` (a stored run); neither means a root. A leading user message starts a child
+    of the parent; other items join the parent run itself (they extend it).
+    """
+
+    batch: Sequence[PreparedItem]
+    parent_id: int | None = None
+    parent: int | None = None
+    usage: Usage | None = None
+    now: Any = None
+
+
+def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any) -> Op[list[int]]:
+    """Add many runs anywhere in the tree in one transaction; return each one's run id.
+
+    The bulk path of imports: one lock and one head update for the whole call instead of one
+    per batch. The head ends at ``runs[head]``, or stays where it was when ``head`` is None.
+    """
+    title = next((t for t in (_title(run.batch) for run in runs) if t is not None), None)
+    original = yield from _lock_session(session_id, now, title)
+    # Search indexes that cost a lot per statement (SQLite's FTS5 writes a segment per
+    # statement) are paused, then fed every new item in one statement, ten times faster.
+    row = yield Query("max_item_id", fetch=Fetch.ONE)
+    yield Query("bulk_index_pause")
+    ids: list[int] = []
+    # The runs this call wrote, as they stand now: a child needs no query for its parent.
+    written: dict[int, _Head] = {}
+    for index, run in enumerate(runs):
+        if run.parent is not None and not 0 <= run.parent < index:
+            raise InvalidOperationError(f"run {index} names a parent that does not precede it")
+        parent_id = ids[run.parent] if run.parent is not None else run.parent_id
+        parent = written.get(parent_id) if parent_id is not None else _Head(None)
+        if parent is None:
+            parent = yield from _parent_head(session_id, parent_id)
+        open_calls = yield from _open_calls(session_id, run.batch)
+        last = yield from _apply_append_run(
+            session_id,
+            parent,
+            run.batch,
+            open_calls,
+            now if run.now is None else run.now,
+            run.usage,
         )
-        open_calls = {call_id: row_id for call_id, row_id in rows}
-    last = yield from _apply_append(session_id, head, batch, open_calls, now, usage)
-    yield from _set_head(session_id, last, now)
+        assert last.id is not None
+        written[last.id] = _Head(last.id, last.depth, last.item_count, last.resolved_parent_id)
+        ids.append(last.id)
+    yield Query("bulk_index", {"after": row[0]})
+    yield Query("bulk_index_resume")
+    # _apply_append never moves the head: only this does, once.
+    yield from _set_head(session_id, ids[head] if head is not None else original.id, now)
+    return ids
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,15 +784,14 @@ def path_runs(session_id: str) -> Op[list[Run]]:
 
 
 def _find_run(session_id: str, run_id: int) -> Op[Run]:
-    if isinstance(run_id, bool) or not isinstance(run_id, int):
-        raise RunNotFoundError(f"run ids are integers, got {run_id!r}")
-    row = yield Query("run", {"id": run_id}, Fetch.ONE)
+    """The run ``run_id`` of this session (looked up by session, so that a sharded store
+    reads one shard); RunNotFoundError if it is unknown or another session's."""
+    _check_run_id(run_id)
+    row = yield Query("session_run", {"sid": session_id, "id": run_id}, Fetch.ONE)
     if row is None:
-        raise RunNotFoundError(f"no run {run_id}")
-    run = run_from_row(row)
-    if run.session_id != session_id:
+        yield from get_run(run_id)  # raises if there is no such run at all
         raise RunNotFoundError(f"run {run_id} belongs to another session, not {session_id!r}")
-    return run
+    return run_from_row(row)
 
 
 def siblings(session_id: str, run_id: int) -> Op[list[Run]]:
@@ -538,12 +818,12 @@ def branches(session_id: str) -> Op[list[Branch]]:
     ]
 
 
-def session_info(session_id: str) -> Op[SessionInfo | None]:
-    """The session's catalogue row, or None."""
-    row = yield Query("session", {"sid": session_id}, Fetch.ONE)
-    if row is None:
-        return None
-    metadata = row[3]
+SESSION_COLUMNS = "session_id, user_id, title, metadata, head_run_id, created_at, updated_at"
+
+
+def session_from_row(row: Sequence[Any]) -> SessionInfo:
+    """Build a ``SessionInfo`` from a row in ``SESSION_COLUMNS`` order."""
+    metadata = row[3]  # JSON text on SQLite, already decoded from jsonb on Postgres
     return SessionInfo(
         session_id=row[0],
         user_id=row[1],
@@ -553,6 +833,162 @@ def session_info(session_id: str) -> Op[SessionInfo | None]:
         created_at=as_datetime(row[5]),
         updated_at=as_datetime(row[6]),
     )
+
+
+def session_info(session_id: str) -> Op[SessionInfo | None]:
+    """The session's catalogue row, or None."""
+    row = yield Query("session", {"sid": session_id}, Fetch.ONE)
+    return session_from_row(row) if row is not None else None
+
+
+def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
+    """Every run of the session (all branches) in creation order, each with its items."""
+    rows = yield Query("session_runs", {"sid": session_id}, Fetch.ALL)
+    item_rows = yield Query("session_items", {"sid": session_id}, Fetch.ALL)
+    by_run: dict[int, list[Sequence[Any]]] = {}
+    for row in item_rows:  # run_id, id, data
+        by_run.setdefault(row[0], []).append(row[1:])
+    return [
+        (run, decode_items(by_run.get(run.id, []), session_id))
+        for run in (run_from_row(row) for row in rows)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Viewing: what the web viewer reads (one branch a window at a time, runs and calls by id)
+
+
+TOOL_CALL_COLUMNS = (
+    "id, session_id, run_id, call_id, tool_name, kind, arguments, output, status, error, "
+    "created_at, completed_at, duration_ms, started_at"
+)
+
+
+def tool_call_from_row(row: Sequence[Any]) -> ToolCall:
+    """Build a ``ToolCall`` from a row in ``TOOL_CALL_COLUMNS`` order."""
+    return ToolCall(
+        id=row[0],
+        session_id=row[1],
+        run_id=row[2],
+        call_id=row[3],
+        tool_name=row[4],
+        kind=row[5],
+        arguments=row[6],
+        output=row[7],
+        status=row[8],
+        error=row[9],
+        created_at=as_datetime(row[10]),
+        completed_at=as_datetime(row[11]) if row[11] is not None else None,
+        duration_ms=row[12],
+        started_at=as_datetime(row[13]) if row[13] is not None else None,
+    )
+
+
+def _check_id(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise NotFoundError(f"{what} ids are integers, got {value!r}")
+    return value
+
+
+def _check_run_id(run_id: Any) -> None:
+    try:
+        _check_id(run_id, "run")
+    except NotFoundError as exc:
+        raise RunNotFoundError(str(exc)) from None
+
+
+def get_run(run_id: int) -> Op[Run]:
+    """The run ``run_id``, whatever its session."""
+    _check_run_id(run_id)
+    row = yield Query("run", {"id": run_id}, Fetch.ONE)
+    if row is None:
+        raise RunNotFoundError(f"no run {run_id}")
+    return run_from_row(row)
+
+
+def get_tool_call(call_id: int) -> Op[ToolCall]:
+    """The tool call row ``call_id`` (the row id, not the model's ``call_id`` string)."""
+    row = yield Query("tool_call", {"id": _check_id(call_id, "tool call")}, Fetch.ONE)
+    if row is None:
+        raise NotFoundError(f"no tool call {call_id}")
+    return tool_call_from_row(row)
+
+
+def run_items(run_id: int) -> Op[list[Any]]:
+    """The items of one run, verbatim, in order."""
+    run = yield from get_run(run_id)
+    rows = yield Query(
+        "run_items_before",
+        {"sid": run.session_id, "run_id": run.id, "position": run.item_count},
+        Fetch.ALL,
+    )
+    return decode_items(rows, run.session_id)
+
+
+def path_view(
+    session_id: str,
+    through: int | None,
+    start: int | None,
+    stop: int | None,
+    limit: int,
+) -> Op[PathView]:
+    """At most ``limit`` consecutive runs of the branch through ``through`` (default: the head).
+
+    The branch through a run follows the head when the head lies below it, else its newest
+    run. The window is the runs of depth ``start`` and after when ``start`` is given, of depth
+    ``stop`` and before when ``stop`` is given, else the branch's last runs (or, with
+    ``through``, the runs from just above ``through``). The cost is the window's size plus the
+    distance from its end to the leaf, never the size of the session.
+    """
+    if through is None:
+        info = yield from session_info(session_id)
+        if info is None:
+            raise SessionNotFoundError(f"no session {session_id!r}")
+        if info.head_run_id is None:
+            return PathView(session_id, None, -1, [], {}, {})
+        head = yield from _find_run(session_id, info.head_run_id)
+        leaf_id, leaf_depth = head.id, head.depth
+    else:
+        anchor = yield from _find_run(session_id, through)
+        leaf_id, leaf_depth = yield Query(
+            "descend", {"sid": session_id, "id": anchor.id}, Fetch.ONE
+        )
+    if start is not None:
+        lo = max(0, start)
+        hi = min(leaf_depth, lo + limit - 1)
+    elif stop is not None:
+        hi = min(leaf_depth, stop)
+        lo = max(0, hi - limit + 1)
+    elif through is not None:
+        # A little context above the chosen run, the rest of the window below it.
+        lo = max(0, anchor.depth - limit // 5)
+        hi = min(leaf_depth, lo + limit - 1)
+    else:
+        hi = leaf_depth
+        lo = max(0, hi - limit + 1)
+    rows = yield Query(
+        "path_window", {"sid": session_id, "leaf": leaf_id, "lo": lo, "hi": hi}, Fetch.ALL
+    )
+    runs: list[Run] = []
+    forks: dict[int, Fork] = {}
+    width = len(RUN_COLUMNS.split(","))
+    for row in rows:
+        run = run_from_row(row)
+        runs.append(run)
+        count, index, previous_id, next_id = row[width:]
+        if count > 1:
+            forks[run.id] = Fork(index, count, previous_id, next_id)
+    calls: dict[int, list[ToolCall]] = {}
+    if runs:
+        call_rows = yield Query(
+            "tool_calls_of_runs",
+            {"sid": session_id, "run_ids": json.dumps([run.id for run in runs])},
+            Fetch.ALL,
+        )
+        for call_row in call_rows:
+            call = tool_call_from_row(call_row)
+            calls.setdefault(call.run_id, []).append(call)
+    return PathView(session_id, leaf_id, leaf_depth, runs, forks, calls)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +1004,8 @@ def _parent_head(session_id: str, parent_id: int | None) -> Op[_Head]:
     if parent_id is None:
         return _Head(None)
     parent = yield from _find_run(session_id, parent_id)
-    return _Head(parent.id, parent.depth, parent.item_count, parent.parent_id)
+    child = yield Query("first_child", {"sid": session_id, "id": parent.id}, Fetch.ONE)
+    return _Head(parent.id, parent.depth, parent.item_count, parent.parent_id, child is not None)
 
 
 def pop_item(session_id: str, now: Any) -> Op[Any]:
@@ -579,15 +1016,17 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
     but the last of them becomes the head instead.
     """
     while True:
-        head = yield from _lock_session(session_id, now)
+        head = yield from _lock_session(session_id, now, create=False)
         if head.id is None:
             return None
-        row = yield Query("last_item", {"run_id": head.id}, Fetch.ONE)
+        row = yield Query("last_item", {"sid": session_id, "run_id": head.id}, Fetch.ONE)
         item_id, position, call_id, data = row
         shared = yield Query("first_child", {"sid": session_id, "id": head.id}, Fetch.ONE)
         if shared is not None:
             rows = yield Query(
-                "run_items_before", {"run_id": head.id, "position": position}, Fetch.ALL
+                "run_items_before",
+                {"sid": session_id, "run_id": head.id, "position": position},
+                Fetch.ALL,
             )
             keep = decode_items(rows, session_id)
             parent = yield from _parent_head(session_id, head.parent_id)
@@ -602,12 +1041,15 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
                 params = {"sid": session_id, "call_id": call_id, "item": item_id}
                 yield Query("drop_call_of_item", params)
                 yield Query("reopen_call_of_output", params)
-            yield Query("delete_item", {"id": item_id})
+            yield Query("delete_item", {"sid": session_id, "id": item_id})
             if position == 0:
-                yield Query("delete_run", {"id": head.id})
+                yield Query("delete_run", {"sid": session_id, "id": head.id})
                 yield from _set_head(session_id, head.parent_id, now)
             else:
-                yield Query("shrink_run", {"id": head.id, "item_count": position, "now": now})
+                yield Query(
+                    "shrink_run",
+                    {"sid": session_id, "id": head.id, "item_count": position, "now": now},
+                )
         popped = decode_items([(item_id, data)], session_id)
         if popped:
             return popped[0]
@@ -635,7 +1077,7 @@ def fork(
     """Start a sibling of ``run_id`` with its user message, or with that message edited."""
     yield from _lock_session(session_id, now)
     run = yield from _find_run(session_id, run_id)
-    row = yield Query("first_item", {"run_id": run.id}, Fetch.ONE)
+    row = yield Query("first_item", {"sid": session_id, "run_id": run.id}, Fetch.ONE)
     original = decode_items([row], session_id) if row is not None else []
     if not original or not classify(original[0]).starts_run:
         raise InvalidOperationError(f"run {run_id} has no user message to edit or regenerate")
@@ -649,13 +1091,11 @@ def fork(
     return (yield from _find_run(session_id, new_id))
 
 
-def move_head(session_id: str, run_id: int | None, *, to_parent: bool, now: Any) -> Op[int | None]:
-    """Point the head at ``run_id`` (or at its parent); ``None`` means the root (empty path)."""
+def move_head(session_id: str, run_id: int, *, to_parent: bool, now: Any) -> Op[int | None]:
+    """Point the head at ``run_id`` (or at its parent: None, the empty path, for a root)."""
     yield from _lock_session(session_id, now)
-    target: int | None = None
-    if run_id is not None:
-        run = yield from _find_run(session_id, run_id)
-        target = run.parent_id if to_parent else run.id
+    run = yield from _find_run(session_id, run_id)
+    target = run.parent_id if to_parent else run.id
     yield from _set_head(session_id, target, now)
     return target
 
@@ -667,7 +1107,7 @@ def delete_branch(session_id: str, run_id: int, now: Any) -> Op[int | None]:
     """
     head = yield from _lock_session(session_id, now)
     run = yield from _find_run(session_id, run_id)
-    ancestors = yield Query("ancestors_child_counts", {"id": run.id}, Fetch.ALL)
+    ancestors = yield Query("ancestors_child_counts", {"sid": session_id, "id": run.id}, Fetch.ALL)
     top, parent_id = run.id, run.parent_id
     for ancestor_id, ancestor_parent, child_count in ancestors:
         if child_count != 1:
@@ -678,7 +1118,7 @@ def delete_branch(session_id: str, run_id: int, now: Any) -> Op[int | None]:
         on_path = yield Query("is_ancestor", {"sid": session_id, "id": top}, Fetch.ONE)
         if on_path is not None:
             head_id = parent_id
-    yield Query("delete_run", {"id": top})
+    yield Query("delete_run", {"sid": session_id, "id": top})
     yield from _set_head(session_id, head_id, now)
     return head_id
 
@@ -696,16 +1136,35 @@ def migrate_step(migrations: Sequence[Sequence[str]], lock: str | None) -> Op[bo
     if lock is not None:
         yield Query(lock, raw=True)
     yield Query("create_version_table")
-    row = yield Query("schema_version", fetch=Fetch.ONE)
-    version = row[0] if row is not None and row[0] is not None else 0
-    if version > len(migrations):
-        raise SchemaError(
-            f"the database's schema is at version {version}, newer than this turnstore "
-            f"knows ({len(migrations)}): upgrade turnstore"
-        )
+    version = yield from _schema_version(migrations)
     if version == len(migrations):
         return False
     for statement in migrations[version]:
         yield Query(statement, raw=True)
     yield Query("record_version", {"version": version + 1})
     return True
+
+
+def _schema_version(migrations: Sequence[Sequence[str]]) -> Op[int]:
+    """The database's schema version (the version table must exist); refuses a newer one."""
+    row = yield Query("schema_version", fetch=Fetch.ONE)
+    version: int = row[0] if row is not None and row[0] is not None else 0
+    if version > len(migrations):
+        raise SchemaError(
+            f"the database's schema is at version {version}, newer than this turnstore "
+            f"knows ({len(migrations)}): upgrade turnstore"
+        )
+    return version
+
+
+def pending_migrations(migrations: Sequence[Sequence[str]]) -> Op[int]:
+    """How many of ``migrations`` the database lacks, without writing anything.
+
+    Lets a backend skip the migration lock when the schema is current, and open a read-only
+    replica; refuses a schema newer than ``migrations``.
+    """
+    row = yield Query("version_table_exists", fetch=Fetch.ONE)
+    if row is None or not row[0]:
+        return len(migrations)
+    version = yield from _schema_version(migrations)
+    return len(migrations) - version

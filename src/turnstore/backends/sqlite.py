@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,11 +26,19 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, Fetch, Op, migrate_step
+from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, migrate_step
+from .queries import ORDERS
 
 __all__ = ["MIGRATIONS", "SQL", "SQLiteBackend", "now"]
 
 T = TypeVar("T")
+
+# Also recreated by "bulk_index_resume": a migration that changes it must change this.
+_FTS_INSERT_TRIGGER = """CREATE TRIGGER items_fts_insert AFTER INSERT ON items
+        WHEN new.text IS NOT NULL
+        BEGIN
+            INSERT INTO items_fts (rowid, text) VALUES (new.id, new.text);
+        END"""
 
 # The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -101,6 +110,82 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX tool_calls_run ON tool_calls (run_id)",
         "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, call_id)",
     ],
+    # 2: query and analytics. The session catalogue's keyset indexes (the session_id column
+    # makes each key unique), tool timing, model responses, full-text search, and the views.
+    [
+        "CREATE INDEX sessions_created ON sessions (created_at, session_id)",
+        "CREATE INDEX sessions_updated ON sessions (updated_at, session_id)",
+        "CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)",
+        "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
+        "ALTER TABLE tool_calls ADD COLUMN started_at TEXT",
+        "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
+        # Outputs stored before version 2 that report an error (see base.reports_error).
+        """UPDATE tool_calls SET status = 'failed', error = output
+        WHERE error IS NULL AND status = 'completed'
+          AND (output = 'An error occurred while running the tool. Please try again.'
+               OR output GLOB 'Tool ''*'' timed out after * seconds.')""",
+        """CREATE TABLE model_responses (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            agent_name TEXT,
+            model TEXT,
+            response_id TEXT,
+            request_id TEXT,
+            requests INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            total_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+            started_at TEXT,
+            completed_at TEXT NOT NULL,
+            latency_ms REAL
+        )""",
+        "CREATE INDEX model_responses_run ON model_responses (run_id)",
+        "CREATE INDEX model_responses_session ON model_responses (session_id, id)",
+        # External content: the index holds only tokens, items.text stays the one copy. The
+        # triggers keep it in step in the writing transaction, cascaded deletes included.
+        """CREATE VIRTUAL TABLE items_fts USING fts5 (
+            text, content = 'items', content_rowid = 'id',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+        _FTS_INSERT_TRIGGER,
+        """CREATE TRIGGER items_fts_delete AFTER DELETE ON items WHEN old.text IS NOT NULL
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""",
+        """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON items
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text)
+            SELECT 'delete', old.id, old.text WHERE old.text IS NOT NULL;
+            INSERT INTO items_fts (rowid, text)
+            SELECT new.id, new.text WHERE new.text IS NOT NULL;
+        END""",
+        "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        """CREATE VIEW run_overview AS
+        SELECT r.session_id, s.user_id, r.id AS run_id, r.parent_id, r.depth,
+            r.user_message, r.assistant_message,
+            (SELECT group_concat(tool_name, ', ') FROM (
+                SELECT t.tool_name FROM tool_calls t WHERE t.run_id = r.id
+                GROUP BY t.tool_name ORDER BY min(t.id))) AS tools,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id
+                AND (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL))
+                AS failed_tool_calls,
+            r.agent_name, r.model, r.requests, r.input_tokens, r.output_tokens,
+            r.total_tokens, r.cached_tokens, r.reasoning_tokens, r.item_count,
+            r.id = s.head_run_id AS is_head, r.created_at, r.updated_at
+        FROM runs r JOIN sessions s ON s.session_id = r.session_id""",
+        """CREATE VIEW tool_call_overview AS
+        SELECT t.session_id, s.user_id, t.run_id, t.id AS tool_call_id, t.call_id,
+            t.tool_name, t.kind, r.user_message, t.arguments, t.output, t.status, t.error,
+            (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL) AS failed,
+            t.duration_ms, t.created_at, t.started_at, t.completed_at
+        FROM tool_calls t
+        JOIN runs r ON r.id = t.run_id
+        JOIN sessions s ON s.session_id = t.session_id""",
+    ],
 ]
 
 # The active path is walked from the head up through parent_id: each step is one primary-key
@@ -123,6 +208,8 @@ SQL: dict[str, str] = {
         applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f+00:00', 'now'))
     )""",
     "schema_version": "SELECT max(version) FROM turnstore_schema",
+    "version_table_exists": """
+        SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turnstore_schema'""",
     "record_version": "INSERT INTO turnstore_schema (version) VALUES (:version)",
     "ensure_session": """
         INSERT INTO sessions (session_id, title, created_at, updated_at)
@@ -130,7 +217,8 @@ SQL: dict[str, str] = {
         ON CONFLICT (session_id) DO UPDATE SET title = excluded.title
         WHERE sessions.title IS NULL AND excluded.title IS NOT NULL""",
     "lock_head": """
-        SELECT s.head_run_id, r.depth, r.item_count, r.parent_id
+        SELECT s.head_run_id, r.depth, r.item_count, r.parent_id,
+            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
         FROM sessions s LEFT JOIN runs r ON r.id = s.head_run_id
         WHERE s.session_id = :sid""",
     "set_head": """
@@ -184,6 +272,7 @@ SQL: dict[str, str] = {
     + f"""
         SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
     "run": f"SELECT {RUN_COLUMNS} FROM runs WHERE id = :id",
+    "session_run": f"SELECT {RUN_COLUMNS} FROM runs WHERE id = :id AND session_id = :sid",
     "children": f"""
         SELECT {RUN_COLUMNS} FROM runs
         WHERE session_id = :sid AND parent_id IS :parent_id ORDER BY id""",
@@ -219,7 +308,7 @@ SQL: dict[str, str] = {
           AND (call_item_id = :item OR (call_item_id IS NULL AND output_item_id = :item))""",
     "reopen_call_of_output": """
         UPDATE tool_calls SET output = NULL, output_item_id = NULL, error = NULL,
-            status = 'pending', completed_at = NULL, duration_ms = NULL
+            status = 'pending', completed_at = NULL, duration_ms = NULL, started_at = NULL
         WHERE session_id = :sid AND call_id = :call_id AND output_item_id = :item""",
     "delete_item": "DELETE FROM items WHERE id = :id",
     "delete_run": "DELETE FROM runs WHERE id = :id",
@@ -242,7 +331,232 @@ SQL: dict[str, str] = {
     "is_ancestor": _PATH_UP.format(stop="")
     + """
         SELECT 1 FROM path WHERE id = :id""",
+    # Bulk writes (base.graft): FTS5 flushes a segment per statement, so the per-row trigger
+    # is dropped for the transaction (DDL is transactional: no other connection ever sees it
+    # missing) and the new items are indexed in one statement.
+    "max_item_id": "SELECT coalesce(max(id), 0) FROM items",
+    "bulk_index_pause": "DROP TRIGGER items_fts_insert",
+    "bulk_index": """
+        INSERT INTO items_fts (rowid, text)
+        SELECT id, text FROM items WHERE id > :after AND text IS NOT NULL""",
+    "bulk_index_resume": _FTS_INSERT_TRIGGER,
+    "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid ORDER BY id",
+    # Through runs (indexed by session) so that items need no session index of their own.
+    "session_items": """
+        SELECT i.run_id, i.id, i.data FROM runs r JOIN items i ON i.run_id = r.id
+        WHERE r.session_id = :sid ORDER BY r.id, i.position""",
+    # The web viewer: the branch below a run (the head's if the head is below it, else the
+    # newest run's), a window of a branch with each run's place among its siblings, and
+    # the tool calls of a window's runs.
+    "descend": """
+        WITH RECURSIVE below (id) AS (
+            SELECT id FROM runs WHERE id = :id AND session_id = :sid
+            UNION ALL
+            SELECT r.id FROM runs r JOIN below ON r.parent_id = below.id
+            WHERE r.session_id = :sid
+        )
+        SELECT id, depth FROM runs WHERE id = coalesce(
+            (SELECT b.id FROM below b JOIN sessions s ON s.head_run_id = b.id
+             WHERE s.session_id = :sid),
+            (SELECT max(id) FROM below))""",
+    "path_window": """
+        WITH RECURSIVE path (id, parent_id, depth) AS (
+            SELECT id, parent_id, depth FROM runs WHERE id = :leaf AND session_id = :sid
+            UNION ALL
+            SELECT r.id, r.parent_id, r.depth FROM runs r JOIN path ON r.id = path.parent_id
+            WHERE path.depth > :lo
+        )
+        SELECT """
+    + ", ".join(f"r.{column.strip()}" for column in RUN_COLUMNS.split(","))
+    + """,
+            (SELECT count(*) FROM runs s
+             WHERE s.session_id = :sid AND s.parent_id IS r.parent_id),
+            (SELECT count(*) FROM runs s
+             WHERE s.session_id = :sid AND s.parent_id IS r.parent_id AND s.id <= r.id),
+            (SELECT max(s.id) FROM runs s
+             WHERE s.session_id = :sid AND s.parent_id IS r.parent_id AND s.id < r.id),
+            (SELECT min(s.id) FROM runs s
+             WHERE s.session_id = :sid AND s.parent_id IS r.parent_id AND s.id > r.id)
+        FROM path JOIN runs r ON r.id = path.id
+        WHERE path.depth BETWEEN :lo AND :hi
+        ORDER BY path.depth""",
+    # "+session_id": not an index for SQLite's planner, which would otherwise walk every call
+    # of the session instead of the window's runs (tool_calls_run).
+    "tool_calls_of_runs": f"""
+        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
+        WHERE +session_id = :sid AND run_id IN (SELECT value FROM json_each(:run_ids))
+        ORDER BY run_id, id""",
+    "tool_call": f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = :id",
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# Query and analytics (backends/queries.py and the write side of base.py's hooks telemetry)
+
+_SESSIONS = f"""
+    SELECT {SESSION_COLUMNS} FROM sessions
+    WHERE {{user}} ({{order}}, session_id)
+          < (coalesce(:cursor_time, '~'), coalesce(:cursor_sid, ''))
+      AND (:created_after IS NULL OR created_at > :created_after)
+      AND (:created_before IS NULL OR created_at < :created_before)
+      AND (:updated_after IS NULL OR updated_at > :updated_after)
+      AND (:updated_before IS NULL OR updated_at < :updated_before)
+      AND (:meta IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(:meta) f WHERE NOT EXISTS (
+            SELECT 1 FROM json_each(sessions.metadata) m
+            WHERE m.key = f.key AND m.atom IS f.atom
+              AND (m.type = f.type
+                   OR (m.type IN ('integer', 'real') AND f.type IN ('integer', 'real'))))))
+    ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
+
+_CALL_DRIVERS = {
+    "run": "run_id = :run_id",
+    "session": "session_id = :sid",
+    "tool": "tool_name = :tool_name",
+    "all": "1 = 1",
+}
+_CALL_FILTERS = """
+      AND (:sid IS NULL OR session_id = :sid) AND (:run_id IS NULL OR run_id = :run_id)
+      AND (:tool_name IS NULL OR tool_name = :tool_name)
+      AND (:since IS NULL OR created_at >= :since) AND (:until IS NULL OR created_at < :until)"""
+_FAILED = "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
+
+_USAGE_FILTERS = """
+      (:sid IS NULL OR r.session_id = :sid) AND (:user_id IS NULL OR s.user_id = :user_id)
+      AND (:since IS NULL OR r.created_at >= :since)
+      AND (:until IS NULL OR r.created_at < :until)"""
+_TOKENS = "requests, input_tokens, output_tokens, total_tokens, cached_tokens, reasoning_tokens"
+_SUMS = ", ".join(f"sum({column})" for column in _TOKENS.split(", "))
+_RUN_SUMS = ", ".join(f"sum(r.{column})" for column in _TOKENS.split(", "))
+_USAGE_KEYS = {"session": "r.session_id", "user": "s.user_id", "day": "substr(r.created_at, 1, 10)"}
+_RESPONSE_KEYS = {"model": "model", "agent": "agent_name"}
+
+QUERY_SQL: dict[str, str] = {
+    **{
+        f"sessions_by_{order}" + ("_user" if user else ""): _SESSIONS.format(
+            order=order, user="user_id = :user_id AND" if user else ""
+        )
+        for order in ORDERS
+        for user in (False, True)
+    },
+    "update_session_info": """
+        UPDATE sessions SET user_id = coalesce(:user_id, user_id),
+            title = coalesce(:title, title), metadata = coalesce(:metadata, metadata),
+            updated_at = :now
+        WHERE session_id = :sid""",
+    "delete_session_returning": """
+        DELETE FROM sessions WHERE session_id = :sid RETURNING session_id""",
+    **{
+        f"{prefix}tool_calls_by_{driver}": f"""
+        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
+        WHERE {condition} {_CALL_FILTERS} {extra}
+          AND (:status IS NULL OR status = :status OR (:status = 'failed' AND {_FAILED}))
+        ORDER BY {order} LIMIT :limit"""
+        for driver, condition in _CALL_DRIVERS.items()
+        for prefix, extra, order in (
+            ("", "", "id DESC"),
+            ("slowest_", "AND duration_ms IS NOT NULL", "duration_ms DESC, id DESC"),
+        )
+    },
+    # Nearest-rank percentiles: the value at rank ceil(p * n / 100) of the sorted durations.
+    **{
+        f"tool_stats_by_{driver}": f"""
+        WITH c AS (
+            SELECT tool_name, duration_ms, CASE WHEN {_FAILED} THEN 1 ELSE 0 END AS failed
+            FROM tool_calls WHERE {condition} {_CALL_FILTERS}
+        ), d AS (
+            SELECT tool_name, duration_ms,
+                row_number() OVER (PARTITION BY tool_name ORDER BY duration_ms) AS n,
+                count(*) OVER (PARTITION BY tool_name) AS total
+            FROM c WHERE duration_ms IS NOT NULL
+        ), p AS (
+            SELECT tool_name,
+                max(CASE WHEN n = (50 * total + 99) / 100 THEN duration_ms END) AS p50,
+                max(CASE WHEN n = (95 * total + 99) / 100 THEN duration_ms END) AS p95
+            FROM d GROUP BY tool_name
+        )
+        SELECT c.tool_name, count(*), sum(c.failed), count(c.duration_ms), avg(c.duration_ms),
+            p.p50, p.p95, max(c.duration_ms)
+        FROM c LEFT JOIN p ON p.tool_name IS c.tool_name
+        GROUP BY c.tool_name, p.p50, p.p95
+        ORDER BY count(*) DESC, c.tool_name"""
+        for driver, condition in _CALL_DRIVERS.items()
+    },
+    "items_of_runs": """
+        SELECT run_id, id, data FROM items
+        WHERE run_id IN (SELECT value FROM json_each(:run_ids)) ORDER BY run_id, position""",
+    "insert_model_response": f"""
+        INSERT INTO model_responses (session_id, run_id, agent_name, model, response_id,
+            request_id, {_TOKENS}, started_at, completed_at, latency_ms)
+        VALUES (:sid, :run_id, :agent_name, :model, :response_id, :request_id, :requests,
+            :input_tokens, :output_tokens, :total_tokens, :cached_tokens, :reasoning_tokens,
+            :started_at, :completed_at, :latency_ms)""",
+    "set_run_agent": "UPDATE runs SET agent_name = :agent_name, model = :model WHERE id = :id",
+    "set_tool_timing": """
+        UPDATE tool_calls SET started_at = :started_at, completed_at = :completed_at,
+            duration_ms = :duration_ms
+        WHERE id = (SELECT max(id) FROM tool_calls
+                    WHERE session_id = :sid AND call_id = :call_id)""",
+    **{
+        f"model_responses_by_{driver}": f"""
+        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {_TOKENS},
+            started_at, completed_at, latency_ms
+        FROM model_responses WHERE {condition} ORDER BY id DESC LIMIT :limit"""
+        for driver, condition in (
+            ("run", "run_id = :run_id"),
+            ("session", "session_id = :sid"),
+            ("all", "1 = 1"),
+        )
+    },
+    **{
+        f"usage_by_{group}": f"""
+        SELECT {key}, count(*), {_RUN_SUMS}
+        FROM runs r JOIN sessions s ON s.session_id = r.session_id
+        WHERE {_USAGE_FILTERS}
+        GROUP BY 1"""
+        for group, key in _USAGE_KEYS.items()
+    },
+    # Model calls where the hooks recorded them; the run's own totals where they did not.
+    **{
+        f"usage_by_{group}": f"""
+        SELECT k, count(DISTINCT run_id), {_SUMS} FROM (
+            SELECT m.{column} AS k, m.run_id, {", ".join(f"m.{c}" for c in _TOKENS.split(", "))}
+            FROM model_responses m
+            JOIN runs r ON r.id = m.run_id JOIN sessions s ON s.session_id = r.session_id
+            WHERE {_USAGE_FILTERS}
+            UNION ALL
+            SELECT r.{column}, r.id, {", ".join(f"r.{c}" for c in _TOKENS.split(", "))}
+            FROM runs r JOIN sessions s ON s.session_id = r.session_id
+            WHERE {_USAGE_FILTERS}
+              AND NOT EXISTS (SELECT 1 FROM model_responses m WHERE m.run_id = r.id)
+        ) u
+        GROUP BY k"""
+        for group, column in _RESPONSE_KEYS.items()
+    },
+    # rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
+    # the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
+    # the rows returned.
+    # "recent" leaves rank out: bm25 needs every query term's document count, which costs a
+    # scan of the term's whole index entry when the term is common.
+    **{
+        name: f"""
+        SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+            snippet(items_fts, 0, :open, :close, '…', 16), {rank}
+        FROM items_fts JOIN items i ON i.id = items_fts.rowid
+        WHERE items_fts MATCH :fts
+          AND (:sid IS NULL OR i.session_id = :sid)
+          AND (:roles IS NULL OR i.role IN (SELECT value FROM json_each(:roles)))
+          AND (:types IS NULL OR i.type IN (SELECT value FROM json_each(:types)))
+          AND i.id NOT IN (SELECT value FROM json_each(:exclude))
+        ORDER BY {order}
+        LIMIT :limit"""
+        for name, rank, order in (
+            ("search", "-items_fts.rank", "items_fts.rank, i.id"),
+            ("search_recent", "0.0", "items_fts.rowid DESC"),
+        )
+    },
+}
+SQL.update(QUERY_SQL)
 
 
 def now() -> str:
@@ -260,6 +574,23 @@ def _driver_error(exc: sqlite3.Error, path: str) -> TurnstoreError:
     if isinstance(exc, sqlite3.DatabaseError) and "not a database" in message:
         return ConnectionFailedError(f"{path} is not a SQLite database")
     return StorageError(f"SQLite error on {path}: {message}")
+
+
+def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch to WAL (a no-op when the file already is: the mode is stored in it).
+
+    The switch needs an exclusive lock, and SQLite reports "database is locked" at once rather
+    than wait for it: processes opening a new file together retry until ``busy_timeout``.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 class SQLiteBackend:
@@ -306,9 +637,12 @@ class SQLiteBackend:
         self._conn = conn
         try:
             if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
+                _set_wal(conn, busy_timeout)
             conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Sorts stay in memory: a full path read sorts every item of the path (payload
+            # included), and spilling that to temporary files made it ~10% slower (bench/).
+            conn.execute("PRAGMA temp_store = MEMORY")
         except sqlite3.Error as exc:
             raise _driver_error(exc, self.path) from exc
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):

@@ -1,0 +1,551 @@
+"""The read side shared by every backend: catalogue, tool calls, usage, search, export data.
+
+Like the operations in ``base``, each query is a generator that yields ``Query`` requests and
+never touches a driver; each backend's ``SQL`` dict holds the statements. Optional filters
+are bound as NULL-able parameters (``:x IS NULL OR column = :x``), but the filter that should
+drive the index (a run, a session, a tool, a user) picks a statement of its own, because a
+planner cannot choose an index for a predicate that may or may not apply.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..model import (
+    ModelResponse,
+    Run,
+    SearchResult,
+    SessionInfo,
+    SessionPage,
+    ToolCall,
+    ToolStats,
+    Usage,
+    UsageRow,
+)
+from .base import (
+    Fetch,
+    Op,
+    Query,
+    as_datetime,
+    decode_items,
+    path_runs,
+    session_from_row,
+    session_info,
+    session_tree,
+    tool_call_from_row,
+)
+
+__all__ = [
+    "GROUPS",
+    "ORDERS",
+    "SEARCH_ORDERS",
+    "ExportData",
+    "SearchQuery",
+    "delete_session",
+    "export_data",
+    "list_sessions",
+    "metadata_filter",
+    "model_responses",
+    "parse_search",
+    "search",
+    "tool_calls",
+    "tool_stats",
+    "usage",
+]
+
+SessionOrder = Literal["created_at", "updated_at"]
+UsageGroup = Literal["session", "user", "model", "agent", "day"]
+SearchOrder = Literal["relevance", "recent"]
+ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
+GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day")
+SEARCH_ORDERS: tuple[SearchOrder, ...] = ("relevance", "recent")
+
+# ---------------------------------------------------------------------------------------------
+# The session catalogue
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def metadata_filter(metadata: Mapping[str, Any] | None) -> str | None:
+    """The JSON text of a metadata filter (key -> scalar value), or None for no filter.
+
+    Only scalar values are accepted, so that "contains" means the same on every backend:
+    each key is present with an equal value (numbers compare by value, ``True`` is not 1).
+    """
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise InvalidOperationError(
+            f"a metadata filter is a mapping of key to value, got {type(metadata).__name__}"
+        )
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise InvalidOperationError(f"metadata keys are strings, got {key!r}")
+        if not isinstance(value, _SCALARS) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            raise InvalidOperationError(
+                f"metadata filter values are str, int, float, bool or None; {key!r} is "
+                f"{type(value).__name__}"
+            )
+    return json.dumps(dict(metadata), ensure_ascii=False) if metadata else None
+
+
+def _encode_cursor(order: str, row: SessionInfo, raw_time: Any) -> str:
+    stamp = raw_time if isinstance(raw_time, str) else as_datetime(raw_time).isoformat()
+    data = json.dumps([order, stamp, row.session_id], ensure_ascii=False).encode("utf-8")
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
+    try:
+        data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        kind, stamp, session_id = json.loads(data.decode("utf-8"))
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise InvalidOperationError(f"not a sessions cursor: {cursor!r}") from None
+    if not (isinstance(stamp, str) and isinstance(session_id, str)) or kind not in ORDERS:
+        raise InvalidOperationError(f"not a sessions cursor: {cursor!r}")
+    if kind != order:
+        raise InvalidOperationError(
+            f"the cursor comes from a listing ordered by {kind}, not {order}"
+        )
+    return stamp, session_id
+
+
+def list_sessions(
+    *,
+    user_id: str | None,
+    metadata: str | None,
+    created_after: Any,
+    created_before: Any,
+    updated_after: Any,
+    updated_before: Any,
+    order_by: SessionOrder,
+    limit: int,
+    after: str | None,
+) -> Op[SessionPage]:
+    """One page of sessions, newest first by ``order_by``, after the cursor ``after``.
+
+    Keyset pagination: the cursor is the last row's (time, session_id), so page 1,000 costs
+    what page 1 does. Ordered by ``created_at`` (immutable) every session that existed when
+    the listing began appears exactly once; ordered by ``updated_at`` a session written
+    between two pages moves to the front and is not repeated.
+    """
+    stamp, sid = _decode_cursor(after, order_by) if after is not None else (None, None)
+    name = f"sessions_by_{order_by}" + ("_user" if user_id is not None else "")
+    rows = yield Query(
+        name,
+        {
+            "user_id": user_id,
+            "meta": metadata,
+            "created_after": created_after,
+            "created_before": created_before,
+            "updated_after": updated_after,
+            "updated_before": updated_before,
+            "cursor_time": stamp,
+            "cursor_sid": sid,
+            "limit": limit + 1,  # one more, to know whether a next page exists
+        },
+        Fetch.ALL,
+    )
+    sessions = [session_from_row(row) for row in rows[:limit]]
+    next_cursor = None
+    if len(rows) > limit:
+        column = 5 if order_by == "created_at" else 6
+        next_cursor = _encode_cursor(order_by, sessions[-1], rows[limit - 1][column])
+    return SessionPage(sessions, next_cursor)
+
+
+def delete_session(session_id: str) -> Op[None]:
+    """Remove the session with all its rows; SessionNotFoundError if there is none."""
+    row = yield Query("delete_session_returning", {"sid": session_id}, Fetch.ONE)
+    if row is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool calls and model responses
+
+
+def _driver(run_id: int | None, session_id: str | None, tool_name: str | None) -> str:
+    """The filter whose index a tool-call query walks: the narrowest one given."""
+    if run_id is not None:
+        return "run"
+    if session_id is not None:
+        return "session"
+    return "tool" if tool_name is not None else "all"
+
+
+def _call_params(
+    session_id: str | None,
+    run_id: int | None,
+    tool_name: str | None,
+    since: Any,
+    until: Any,
+) -> dict[str, Any]:
+    return {
+        "sid": session_id,
+        "run_id": run_id,
+        "tool_name": tool_name,
+        "since": since,
+        "until": until,
+    }
+
+
+def tool_calls(
+    *,
+    session_id: str | None,
+    run_id: int | None,
+    tool_name: str | None,
+    status: str | None,
+    since: Any,
+    until: Any,
+    limit: int,
+    slowest: bool = False,
+) -> Op[list[ToolCall]]:
+    """The newest ``limit`` matching tool calls, oldest first (``slowest``: longest first).
+
+    ``status="failed"`` matches every failed call: status failed or incomplete, or an error
+    recorded (an MCP error, or an output that reports one); other statuses match exactly.
+    ``slowest`` keeps only calls whose duration is known.
+    """
+    params = _call_params(session_id, run_id, tool_name, since, until)
+    prefix = "slowest_tool_calls_by_" if slowest else "tool_calls_by_"
+    rows = yield Query(
+        prefix + _driver(run_id, session_id, tool_name),
+        {**params, "status": status, "limit": limit},
+        Fetch.ALL,
+    )
+    if not slowest:
+        rows.reverse()
+    return [tool_call_from_row(row) for row in rows]
+
+
+def tool_stats(
+    *,
+    session_id: str | None,
+    run_id: int | None,
+    tool_name: str | None,
+    since: Any,
+    until: Any,
+) -> Op[list[ToolStats]]:
+    """Per tool: calls, errors, and duration statistics (nearest-rank p50/p95); most used first."""
+    params = _call_params(session_id, run_id, tool_name, since, until)
+    rows = yield Query("tool_stats_by_" + _driver(run_id, session_id, tool_name), params, Fetch.ALL)
+    return [
+        ToolStats(
+            tool_name=row[0],
+            calls=int(row[1]),
+            errors=int(row[2]),
+            timed_calls=int(row[3]),
+            mean_ms=float(row[4]) if row[4] is not None else None,
+            p50_ms=float(row[5]) if row[5] is not None else None,
+            p95_ms=float(row[6]) if row[6] is not None else None,
+            max_ms=float(row[7]) if row[7] is not None else None,
+        )
+        for row in rows
+    ]
+
+
+def model_responses(
+    *, session_id: str | None, run_id: int | None, limit: int
+) -> Op[list[ModelResponse]]:
+    """The newest ``limit`` recorded model calls, oldest first."""
+    name = "model_responses_by_" + (
+        "run" if run_id is not None else "session" if session_id else "all"
+    )
+    rows = yield Query(name, {"sid": session_id, "run_id": run_id, "limit": limit}, Fetch.ALL)
+    rows.reverse()
+    return [
+        ModelResponse(
+            id=row[0],
+            session_id=row[1],
+            run_id=row[2],
+            agent_name=row[3],
+            model=row[4],
+            response_id=row[5],
+            request_id=row[6],
+            usage=Usage(*(int(value) for value in row[7:13])),
+            started_at=as_datetime(row[13]) if row[13] is not None else None,
+            completed_at=as_datetime(row[14]),
+            latency_ms=row[15],
+        )
+        for row in rows
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage
+
+
+def usage(
+    group_by: UsageGroup,
+    *,
+    session_id: str | None,
+    user_id: str | None,
+    since: Any,
+    until: Any,
+) -> Op[list[UsageRow]]:
+    """Token usage summed per group, ordered by key (no key first).
+
+    Sessions, users and days sum the runs' token columns (the SDK's cumulative run usage);
+    models and agents sum the model calls that ``session.hooks`` recorded, and runs without
+    such records count under the run's own ``model`` / ``agent_name`` (None without hooks).
+    Days are UTC dates, ``YYYY-MM-DD``.
+    """
+    rows = yield Query(
+        f"usage_by_{group_by}",
+        {"sid": session_id, "user_id": user_id, "since": since, "until": until},
+        Fetch.ALL,
+    )
+    result = [
+        UsageRow(
+            key=row[0] if row[0] is None or isinstance(row[0], str) else str(row[0]),
+            runs=int(row[1]),
+            usage=Usage(*(int(value or 0) for value in row[2:8])),
+        )
+        for row in rows
+    ]
+    result.sort(key=lambda row: (row.key is not None, row.key or ""))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Full-text search
+
+# A term of the query language, after the optional "-" of a negation: a quoted phrase (the
+# closing quote may be missing), or a run of anything but space.
+_TERM = re.compile(r'(-?)(?:"([^"]*)"?|(\S+))')
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    text: str
+    phrase: bool = False
+    prefix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A parsed search: groups of alternatives (all groups must match), and exclusions.
+
+    The language is a web-search one: words (all must occur), ``"exact phrase"``, ``a OR b``,
+    ``-word`` (exclude), ``word*`` (prefix). Anything else, including characters that are
+    operators to the engine, is plain text: a query never raises a syntax error. Every term
+    is rendered as a quoted string, so the engine never reads user text as syntax.
+    """
+
+    groups: tuple[tuple[_Term, ...], ...]
+    excluded: tuple[_Term, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    @property
+    def phrase(self) -> str | None:
+        """The query's words as one phrase (exact matches rank first), if that differs."""
+        if any(len(group) > 1 for group in self.groups):
+            return None
+        terms = [group[0] for group in self.groups]
+        words = " ".join(term.text for term in terms)
+        if len(words.split()) < 2 or any(term.prefix for term in terms):
+            return None
+        return words
+
+    @staticmethod
+    def _fts5_term(term: _Term) -> str:
+        quoted = '"' + term.text.replace('"', '""') + '"'
+        return quoted + " *" if term.prefix else quoted
+
+    def _fts5(self, groups: Sequence[Sequence[_Term]]) -> str:
+        parts = []
+        for group in groups:
+            alternatives = " OR ".join(self._fts5_term(term) for term in group)
+            parts.append(f"({alternatives})" if len(group) > 1 else alternatives)
+        expression = " AND ".join(parts)
+        for term in self.excluded:
+            expression = f"({expression}) NOT {self._fts5_term(term)}"
+        return expression
+
+    def fts5(self) -> str:
+        """The query in SQLite FTS5 syntax."""
+        return self._fts5(self.groups)
+
+    def fts5_phrase(self) -> str | None:
+        """The exact-phrase query in FTS5 syntax, or None."""
+        phrase = self.phrase
+        return None if phrase is None else self._fts5([[_Term(phrase, phrase=True)]])
+
+    @staticmethod
+    def _ts_term(term: _Term) -> str:
+        # A quoted tsquery lexeme: to_tsquery normalises it with the text-search config and
+        # splits it into a phrase (<->) where the parser sees several words.
+        quoted = "'" + term.text.replace("\\", "\\\\").replace("'", "''") + "'"
+        return quoted + ":*" if term.prefix else quoted
+
+    def _tsquery(self, groups: Sequence[Sequence[_Term]]) -> str:
+        parts = []
+        for group in groups:
+            alternatives = " | ".join(self._ts_term(term) for term in group)
+            parts.append(f"({alternatives})" if len(group) > 1 else alternatives)
+        parts.extend(f"!{self._ts_term(term)}" for term in self.excluded)
+        return " & ".join(parts)
+
+    def tsquery(self) -> str:
+        """The query in PostgreSQL ``to_tsquery`` syntax."""
+        return self._tsquery(self.groups)
+
+    def tsquery_phrase(self) -> str | None:
+        """The exact-phrase query in ``to_tsquery`` syntax, or None."""
+        phrase = self.phrase
+        return None if phrase is None else self._tsquery([[_Term(phrase, phrase=True)]])
+
+
+def _searchable(text: str) -> bool:
+    # Engines index letters and digits only; a term without any matches nothing, and as an
+    # empty phrase it would make every AND fail.
+    return any(ch.isalnum() for ch in text)
+
+
+def parse_search(text: str) -> SearchQuery:
+    """Parse a user's search text (see ``SearchQuery``); never raises for a str."""
+    groups: list[list[_Term]] = []
+    excluded: list[_Term] = []
+    join_next = False
+    for match in _TERM.finditer(text):
+        negate, phrase, word = match.group(1), match.group(2), match.group(3)
+        if word == "OR" and not negate:
+            join_next = bool(groups)
+            continue
+        if phrase is not None:
+            term = _Term(" ".join(phrase.split()), phrase=True)
+        else:
+            assert word is not None
+            prefix = word.endswith("*") and _searchable(word)
+            term = _Term(word.rstrip("*") if prefix else word, prefix=prefix)
+        if not _searchable(term.text):
+            join_next = False
+            continue
+        if negate:
+            excluded.append(term)
+        elif join_next:
+            groups[-1].append(term)
+        else:
+            groups.append([term])
+        join_next = False
+    return SearchQuery(tuple(tuple(group) for group in groups), tuple(excluded))
+
+
+SNIPPET_MARKS = ("**", "**")
+
+
+def search(
+    query: str,
+    *,
+    session_id: str | None,
+    roles: Sequence[str] | None,
+    types: Sequence[str] | None,
+    limit: int,
+    order: SearchOrder = "relevance",
+) -> Op[list[SearchResult]]:
+    """Items whose text matches ``query``: exact-phrase matches first, then by ``order``.
+
+    ``relevance`` ranks every match (its cost grows with the number of matching items);
+    ``recent`` takes the newest matches, at a cost that does not.
+    """
+    parsed = parse_search(query)
+    if not parsed:
+        return []
+    common = {
+        "sid": session_id,
+        "roles": json.dumps(list(roles)) if roles is not None else None,
+        "types": json.dumps(list(types)) if types is not None else None,
+        "open": SNIPPET_MARKS[0],
+        "close": SNIPPET_MARKS[1],
+    }
+    results: list[SearchResult] = []
+    tiers: list[tuple[str | None, str | None, bool]] = [
+        (parsed.fts5_phrase(), parsed.tsquery_phrase(), True),
+        (parsed.fts5(), parsed.tsquery(), False),
+    ]
+    if tiers[0][0] == tiers[1][0]:
+        del tiers[1]  # the query is itself one exact phrase
+    for fts, tsq, exact in tiers:
+        if fts is None or len(results) >= limit:
+            continue
+        rows = yield Query(
+            "search" if order == "relevance" else "search_recent",
+            {
+                **common,
+                "fts": fts,
+                "tsq": tsq,
+                "exclude": json.dumps([result.item_id for result in results]),
+                "limit": limit - len(results),
+            },
+            Fetch.ALL,
+        )
+        results.extend(
+            SearchResult(
+                session_id=row[1],
+                run_id=row[2],
+                item_id=row[0],
+                type=row[3],
+                role=row[4],
+                snippet=row[6] or "",
+                rank=float(row[7]),
+                exact=exact,
+                created_at=as_datetime(row[5]),
+            )
+            for row in rows
+        )
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+
+
+@dataclass(frozen=True, slots=True)
+class ExportData:
+    """What an export holds: the session, its runs (path or tree) with items and tool calls."""
+
+    session: SessionInfo
+    runs: list[tuple[Run, list[Any]]]
+    tool_calls: dict[int, list[ToolCall]]
+    all_branches: bool
+
+
+def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
+    """Everything an export of ``session_id`` needs, read in one transaction."""
+    info = yield from session_info(session_id)
+    if info is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    if all_branches:
+        runs = yield from session_tree(session_id)
+    else:
+        path = yield from path_runs(session_id)
+        run_ids = json.dumps([run.id for run in path])
+        rows = yield Query("items_of_runs", {"sid": session_id, "run_ids": run_ids}, Fetch.ALL)
+        by_run: dict[int, list[Sequence[Any]]] = {}
+        for row in rows:  # run_id, id, data
+            by_run.setdefault(row[0], []).append(row[1:])
+        runs = [(run, decode_items(by_run.get(run.id, []), session_id)) for run in path]
+    calls: dict[int, list[ToolCall]] = {}
+    if runs:
+        call_rows = yield Query(
+            "tool_calls_of_runs",
+            {"sid": session_id, "run_ids": json.dumps([run.id for run, _ in runs])},
+            Fetch.ALL,
+        )
+        for row in call_rows:
+            call = tool_call_from_row(row)
+            calls.setdefault(call.run_id, []).append(call)
+    return ExportData(info, runs, calls, all_branches)

@@ -1,0 +1,228 @@
+"""Export a session as JSONL of items, as JSON with its tree, or as Markdown; read JSONL back.
+
+Pure rendering over ``queries.ExportData`` (read in one transaction by ``Store.export``).
+
+- **jsonl**: one line per item, in tree order (a run's parent always comes before it)::
+
+      {"session_id": "s1", "run_id": 7, "parent_id": 3, "position": 0,
+       "created_at": "2025-01-01T12:00:00+00:00", "item": {...the verbatim item...}}
+
+  ``runs_from_jsonl`` turns these lines back into ``NewRun`` objects for
+  ``Store.add_runs``, which rebuilds the same tree (with new run ids) in another session or
+  store.
+- **json**: one object: the session's catalogue entry, its head, and its runs, each with
+  ``parent_id``, ``children``, messages, usage, items and tool calls.
+- **markdown**: for reading: each run's user message, tool calls (arguments, output, status,
+  duration), and answer; with every branch, runs in depth-first order, each fork labelled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, Literal
+
+from .backends.queries import ExportData
+from .errors import InvalidItemError
+from .model import NewRun, Run, ToolCall, Usage
+
+__all__ = ["FORMATS", "ExportFormat", "render", "runs_from_jsonl"]
+
+ExportFormat = Literal["jsonl", "json", "markdown"]
+FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown")
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render(data: ExportData, fmt: ExportFormat) -> str:
+    """``data`` in the format ``fmt`` (see the module docstring)."""
+    if fmt == "jsonl":
+        return _jsonl(data)
+    if fmt == "json":
+        return _json(data)
+    return _markdown(data)
+
+
+def _jsonl(data: ExportData) -> str:
+    lines = []
+    for run, items in data.runs:
+        for position, item in enumerate(items):
+            lines.append(
+                _dumps(
+                    {
+                        "session_id": run.session_id,
+                        "run_id": run.id,
+                        "parent_id": run.parent_id,
+                        "position": position,
+                        "created_at": _time(run.created_at),
+                        "item": item,
+                    }
+                )
+            )
+    return "".join(line + "\n" for line in lines)
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    record = asdict(call)
+    for key in ("created_at", "completed_at", "started_at"):
+        record[key] = _time(record[key])
+    return record
+
+
+def _json(data: ExportData) -> str:
+    children: dict[int | None, list[int]] = {}
+    for run, _ in data.runs:
+        children.setdefault(run.parent_id, []).append(run.id)
+    session = asdict(data.session)
+    session["created_at"] = _time(data.session.created_at)
+    session["updated_at"] = _time(data.session.updated_at)
+    runs = []
+    for run, items in data.runs:
+        record = asdict(run)
+        record["created_at"] = _time(run.created_at)
+        record["updated_at"] = _time(run.updated_at)
+        record["children"] = children.get(run.id, [])
+        record["items"] = items
+        record["tool_calls"] = [_call_dict(call) for call in data.tool_calls.get(run.id, [])]
+        runs.append(record)
+    document = {
+        "format": "turnstore-export",
+        "version": 1,
+        "all_branches": data.all_branches,
+        "session": session,
+        "roots": children.get(None, []),
+        "runs": runs,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines() or [""])
+
+
+def _fence(text: str) -> str:
+    # A fence longer than any backtick run inside, so content can never close it early.
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def _usage_line(usage: Usage) -> str | None:
+    if not usage.requests and not usage.total_tokens:
+        return None
+    return (
+        f"*{usage.requests} requests, {usage.input_tokens} in / {usage.output_tokens} out "
+        f"/ {usage.total_tokens} total tokens*"
+    )
+
+
+def _markdown_run(run: Run, calls: list[ToolCall], label: str) -> list[str]:
+    lines = [f"## {label}", ""]
+    if run.user_message is not None:
+        lines += ["**User:**", "", _quote(run.user_message), ""]
+    for call in calls:
+        status = call.status or "?"
+        if call.duration_ms is not None:
+            status += f", {call.duration_ms:.0f} ms"
+        lines.append(f"**Tool call** `{call.tool_name}` ({status})")
+        lines.append("")
+        if call.arguments:
+            lines += [_fence(call.arguments), ""]
+        if call.output is not None:
+            lines += ["Output:", "", _fence(call.output), ""]
+    if run.assistant_message is not None:
+        agent = f" ({run.agent_name})" if run.agent_name else ""
+        lines += [f"**Assistant{agent}:**", "", _quote(run.assistant_message), ""]
+    usage = _usage_line(run.usage)
+    if usage:
+        lines += [usage, ""]
+    return lines
+
+
+def _markdown(data: ExportData) -> str:
+    info = data.session
+    lines = [f"# {info.title or info.session_id}", ""]
+    facts = [f"session `{info.session_id}`"]
+    if info.user_id is not None:
+        facts.append(f"user `{info.user_id}`")
+    facts.append(f"created {_time(info.created_at)}")
+    lines += [" · ".join(facts), ""]
+    runs = {run.id: (run, items) for run, items in data.runs}
+    children: dict[int | None, list[int]] = {}
+    for run, _ in data.runs:
+        children.setdefault(run.parent_id, []).append(run.id)
+
+    def label(run: Run) -> str:
+        text = f"Run {run.id}"
+        siblings = children.get(run.parent_id, [])
+        if data.all_branches and len(siblings) > 1:
+            text += f" (version {siblings.index(run.id) + 1} of {len(siblings)})"
+        if run.id == info.head_run_id:
+            text += " ← head"
+        return text
+
+    # Depth first, so that each branch reads on from the run it leaves.
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        run, _ = runs[stack.pop()]
+        lines += _markdown_run(run, data.tool_calls.get(run.id, []), label(run))
+        stack.extend(reversed(children.get(run.id, [])))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
+    """The runs of a JSONL export, ready for ``Store.add_runs`` (parents before children).
+
+    Raises ``InvalidItemError`` naming the line for a line that is not an export record.
+    """
+    runs: list[NewRun] = []
+    index_of: dict[Any, int] = {}
+    items: dict[Any, list[Any]] = {}
+    parents: dict[Any, Any] = {}
+    created: dict[Any, datetime | None] = {}
+    order: list[Any] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            run_id, item = record["run_id"], record["item"]
+            parent_id = record.get("parent_id")
+            if not isinstance(item, Mapping):
+                raise TypeError("item is not an object")
+            stamp = record.get("created_at")
+            when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidItemError(
+                f"line {number} is not a turnstore export record: {exc}"
+            ) from None
+        if run_id not in items:
+            order.append(run_id)
+            items[run_id] = []
+            parents[run_id] = parent_id
+            created[run_id] = when
+        items[run_id].append(item)
+    for run_id in order:
+        parent = parents[run_id]
+        if parent is not None and parent not in index_of:
+            raise InvalidItemError(f"run {run_id}'s parent {parent} is not in the export")
+        index_of[run_id] = len(runs)
+        runs.append(
+            NewRun(
+                items=items[run_id],
+                parent=index_of[parent] if parent is not None else None,
+                created_at=created[run_id],
+            )
+        )
+    return runs

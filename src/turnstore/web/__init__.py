@@ -1,0 +1,88 @@
+"""The web viewer: browse sessions, flip between branches and inspect every tool call.
+
+``turnstore serve`` runs it; from Python, ``serve("conversations.db")`` or mount
+``create_app(store)`` in any ASGI server. It needs the ``web`` extra
+(``pip install 'turnstore[web]'``: Starlette, Jinja2, uvicorn).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ..store import Store
+
+__all__ = ["create_app", "serve"]
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _missing_extra(exc: ImportError) -> ConfigurationError:
+    return ConfigurationError(
+        f"the web viewer needs the web extra ({exc.name} is missing): pip install 'turnstore[web]'"
+    )
+
+
+def create_app(
+    store: Store | str | os.PathLike[str],
+    *,
+    read_only: bool = True,
+    allowed_hosts: list[str] | None = None,
+    page_size: int = 30,
+) -> Starlette:
+    """The viewer as an ASGI application over ``store``.
+
+    ``store`` is an open ``Store`` (the caller closes it) or a database path or URL, opened
+    when the server starts and closed when it stops. ``read_only=False`` adds the one write
+    the viewer offers: making a branch the session's active one. Requests must name one of
+    ``allowed_hosts`` (default: the loopback names), so that another web site cannot read
+    the viewer through DNS rebinding. ``page_size`` is the number of runs per page.
+    """
+    try:
+        from .app import build_app
+    except ImportError as exc:
+        raise _missing_extra(exc) from exc
+    return build_app(
+        store,
+        read_only=read_only,
+        allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS),
+        page_size=page_size,
+    )
+
+
+def _hosts_for(host: str) -> list[str]:
+    """The Host names a browser may send to a server bound to ``host``."""
+    try:
+        everywhere = ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a name, not an address
+        everywhere = False
+    # Bound to every interface on purpose: any name may reach it.
+    return ["*"] if everywhere else [*LOOPBACK_HOSTS, host]
+
+
+def serve(
+    db: str | os.PathLike[str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    read_only: bool = True,
+    log_level: str = "info",
+) -> None:
+    """Serve the viewer for the database ``db`` (a path or URL) until interrupted.
+
+    Binds to loopback unless ``host`` says otherwise; read-only unless ``read_only=False``.
+    ``db`` is opened as ``Store.open`` opens it (``turnstore serve`` first refuses a missing
+    file or a database of another kind).
+    """
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise _missing_extra(exc) from exc
+    app = create_app(db, read_only=read_only, allowed_hosts=_hosts_for(host))
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -1,0 +1,369 @@
+"""The viewer's ASGI application: server-rendered pages over a ``Store``.
+
+Pages are Jinja2 templates with autoescaping on for every template, so stored text (user
+messages, tool arguments, outputs) always reaches the browser as text; a strict
+Content-Security-Policy (scripts only from ``/static``) is a second wall behind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import InvalidOperationError, NotFoundError
+from ..model import PathView
+from ..store import Store
+from . import catalogue
+from . import format as fmt
+
+__all__ = ["build_app"]
+
+HERE = Path(__file__).parent
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+class SecurityHeaders:
+    """Adds ``SECURITY_HEADERS`` to every HTTP response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# URLs: one place builds every link, so that session ids with any characters round-trip.
+
+
+def _with_query(path: str, params: Mapping[str, Any]) -> str:
+    query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+    return f"{path}?{query}" if query else path
+
+
+class Urls:
+    """The links of one request (relative to the app's mount point)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+
+    def sessions(self, **params: Any) -> str:
+        """The sessions page."""
+        return _with_query(f"{self.root}/sessions", params)
+
+    def session(self, session_id: str, **params: Any) -> str:
+        """A session's page; ``run=`` picks the branch through that run."""
+        return _with_query(f"{self.root}/sessions/{quote(session_id, safe='')}", params)
+
+    def checkout(self, session_id: str) -> str:
+        """Where the form that makes a branch active posts to (not in read-only mode)."""
+        return f"{self.root}/checkout/{quote(session_id, safe='')}"
+
+    def run(self, run_id: int) -> str:
+        """A run's permanent link (redirects into its conversation)."""
+        return f"{self.root}/runs/{run_id}"
+
+    def run_in_context(self, session_id: str, run_id: int) -> str:
+        """A run shown in its conversation, scrolled to."""
+        return self.session(session_id, run=run_id) + f"#run-{run_id}"
+
+    def run_items(self, run_id: int) -> str:
+        """A run's verbatim items."""
+        return f"{self.root}/runs/{run_id}/items"
+
+    def call(self, call_id: int) -> str:
+        """A tool call's page."""
+        return f"{self.root}/calls/{call_id}"
+
+    def call_in_context(self, session_id: str, run_id: int, call_id: int) -> str:
+        """A tool call shown open in its conversation."""
+        return self.session(session_id, run=run_id) + f"#call-{call_id}"
+
+    def tools(self, **params: Any) -> str:
+        """The tools page."""
+        return _with_query(f"{self.root}/tools", params)
+
+    def usage(self, **params: Any) -> str:
+        """The usage page."""
+        return _with_query(f"{self.root}/usage", params)
+
+    def static(self, name: str) -> str:
+        """A file of the viewer's own (CSS, JavaScript)."""
+        return f"{self.root}/static/{name}"
+
+
+def _db_label(store: Store | str | os.PathLike[str]) -> str:
+    """What the header shows of the database: a file name, or a URL without credentials."""
+    if isinstance(store, Store):
+        path = getattr(store.backend, "path", None)  # SQLite's file
+        if not isinstance(path, str):
+            return type(store.backend).__name__.removesuffix("Backend")
+        target = path
+    else:
+        target = os.fspath(store)
+    if "://" in target:
+        parts = urlsplit(target)
+        return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+    return os.path.basename(target) or target
+
+
+# ---------------------------------------------------------------------------------------------
+# Request helpers
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be an integer, not {value!r}") from None
+
+
+def _path_int(request: Request, name: str) -> int:
+    value: int = request.path_params[name]
+    return value
+
+
+def _urls(request: Request) -> Urls:
+    return Urls(request.scope.get("root_path", ""))
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def build_app(
+    store: Store | str | os.PathLike[str],
+    *,
+    read_only: bool,
+    allowed_hosts: list[str],
+    page_size: int,
+) -> Starlette:
+    """Assemble the application; see ``turnstore.web.create_app``."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template, whatever its name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        pretty=fmt.pretty,
+        number=fmt.number,
+        duration=fmt.duration,
+        run_duration_ms=fmt.run_duration_ms,
+        timestamp=fmt.timestamp,
+        status_class=fmt.status_class,
+        to_json=fmt.to_json,
+    )
+    # A token that only pages of this server carry: another site cannot forge a write.
+    csrf_token = secrets.token_urlsafe(32)
+    db_label = _db_label(store)
+
+    def context(request: Request) -> dict[str, Any]:
+        return {
+            "urls": _urls(request),
+            "read_only": read_only,
+            "csrf_token": csrf_token,
+            "db_label": db_label,
+        }
+
+    templates = Jinja2Templates(env=env, context_processors=[context])
+
+    def render(request: Request, name: str, status_code: int = 200, **values: Any) -> Response:
+        return templates.TemplateResponse(request, name, values, status_code=status_code)
+
+    # -- pages ---------------------------------------------------------------------------
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse(_urls(request).sessions(), 302)
+
+    async def sessions_page(request: Request) -> Response:
+        values = await catalogue.sessions_page(_store(request), request.query_params, page_size)
+        return render(request, "sessions.html", nav="sessions", **values)
+
+    async def session_page(request: Request) -> Response:
+        session_id: str = request.path_params["session_id"]
+        store = _store(request)
+        info = await store.session(session_id)
+        if info is None:
+            raise NotFoundError(f"no session {session_id!r}")
+        start, stop = _int_param(request, "start"), _int_param(request, "stop")
+        through = _int_param(request, "run")
+        try:
+            view = await store.path_view(
+                session_id, through=through, start=start, stop=stop, limit=page_size
+            )
+        except InvalidOperationError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        if request.query_params.get("partial"):
+            # Another page of the same branch, for the "earlier" / "later" buttons.
+            return render(
+                request,
+                "_window.html",
+                view=view,
+                info=info,
+                show_earlier=start is None,
+                show_later=stop is None,
+            )
+        branches = await store.branches(session_id)
+        return render(
+            request,
+            "session.html",
+            nav="sessions",
+            info=info,
+            view=view,
+            branches=branches,
+            on_active_path=_on_active_path(view, info.head_run_id),
+            show_earlier=True,
+            show_later=True,
+        )
+
+    async def run_link(request: Request) -> Response:
+        run = await _store(request).run(_path_int(request, "run_id"))
+        return RedirectResponse(_urls(request).run_in_context(run.session_id, run.id), 302)
+
+    async def run_items_page(request: Request) -> Response:
+        store = _store(request)
+        run = await store.run(_path_int(request, "run_id"))
+        items = await store.run_items(run.id)
+        return render(request, "run_items.html", nav="sessions", run=run, items=items)
+
+    async def call_page(request: Request) -> Response:
+        store = _store(request)
+        call = await store.tool_call(_path_int(request, "call_id"))
+        run = await store.run(call.run_id)
+        return render(request, "call.html", nav="tools", call=call, run=run)
+
+    async def tools_page(request: Request) -> Response:
+        values = await catalogue.tools_page(_store(request), request.query_params)
+        return render(request, "tools.html", nav="tools", **values)
+
+    async def usage_page(request: Request) -> Response:
+        values = await catalogue.usage_page(_store(request), request.query_params)
+        return render(request, "usage.html", nav="usage", **values)
+
+    async def checkout(request: Request) -> Response:
+        """Make the branch through a run the session's active path (not in read-only mode)."""
+        session_id: str = request.path_params["session_id"]
+        if request.headers.get("content-type", "").split(";")[0] != (
+            "application/x-www-form-urlencoded"
+        ):
+            raise HTTPException(415, "expected a form")
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        token = form.get("token", [""])[0]
+        if not hmac.compare_digest(token.encode(), csrf_token.encode()):
+            raise HTTPException(403, "this form did not come from this viewer")
+        try:
+            run_id = int(form.get("run", [""])[0])
+        except ValueError:
+            raise HTTPException(400, "run must be an integer") from None
+        store = _store(request)
+        view = await store.path_view(session_id, through=run_id, limit=1)
+        assert view.leaf_run_id is not None  # a view through a run has a leaf
+        await store.move_head(session_id, view.leaf_run_id, to_parent=False)
+        return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
+
+    # -- errors --------------------------------------------------------------------------
+
+    async def error_page(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, NotFoundError):
+            status, detail = 404, str(exc)
+        elif isinstance(exc, HTTPException):
+            status, detail = exc.status_code, exc.detail
+        else:  # pragma: no cover - only registered for the two above
+            raise exc
+        if status == 404 and isinstance(exc, HTTPException):
+            detail = f"nothing at {request.url.path}"
+        return render(request, "error.html", status_code=status, status=status, detail=detail)
+
+    routes = [
+        Route("/", home, name="home"),
+        Route("/sessions", sessions_page, name="sessions"),
+        Route("/sessions/{session_id:path}", session_page, name="session"),
+        Route("/runs/{run_id:int}", run_link, name="run"),
+        Route("/runs/{run_id:int}/items", run_items_page, name="run_items"),
+        Route("/calls/{call_id:int}", call_page, name="call"),
+        Route("/tools", tools_page, name="tools"),
+        Route("/usage", usage_page, name="usage"),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    if not read_only:
+        routes.append(Route("/checkout/{session_id:path}", checkout, methods=["POST"]))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if isinstance(store, Store):
+            yield
+            return
+        # Opened here, on the server's event loop, and closed with the server.
+        opened = Store.open(store)
+        app.state.store = opened
+        try:
+            yield
+        finally:
+            await opened.aclose()
+
+    handlers: dict[Any, Callable[[Request, Exception], Any]] = {
+        NotFoundError: error_page,
+        HTTPException: error_page,
+    }
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts),
+            Middleware(SecurityHeaders),
+        ],
+        exception_handlers=handlers,
+        lifespan=lifespan,
+    )
+    if isinstance(store, Store):
+        app.state.store = store
+    return app
+
+
+def _on_active_path(view: PathView, head_run_id: int | None) -> bool:
+    """Whether the branch shown is the session's active path (its leaf is the head)."""
+    return view.leaf_run_id == head_run_id

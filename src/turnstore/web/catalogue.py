@@ -1,0 +1,115 @@
+"""What the catalogue pages show: sessions and search, tool statistics, usage over time.
+
+Each function reads the store for one page and returns the template's values; the pages'
+query parameters are checked here, so that a bad one is a 400, never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from ..errors import InvalidOperationError
+from ..model import SearchResult, SessionInfo, Usage
+from ..store import Store
+from .format import bar_chart, fill_days
+
+__all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
+
+SEARCH_MARK = "**"  # what Store.search puts around each match in a snippet
+LIST_LIMIT = 20  # rows in the tools page's lists
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result with its snippet cut into (text, is_match) pieces, and its session."""
+
+    result: SearchResult
+    pieces: list[tuple[str, bool]]
+    session: SessionInfo | None
+
+
+def _pieces(snippet: str) -> list[tuple[str, bool]]:
+    # Marks alternate open/close, so every odd piece is a match. The template escapes each
+    # piece and wraps matches in <mark>: the stored text never becomes markup.
+    return [(piece, i % 2 == 1) for i, piece in enumerate(snippet.split(SEARCH_MARK)) if piece]
+
+
+def _param(params: Mapping[str, str], name: str) -> str | None:
+    value = params.get(name, "").strip()
+    return value or None
+
+
+async def sessions_page(store: Store, params: Mapping[str, str], page_size: int) -> dict[str, Any]:
+    """Newest sessions first, a page at a time, or the items matching a search."""
+    query, user = _param(params, "q"), _param(params, "user")
+    after = _param(params, "after")
+    values: dict[str, Any] = {"q": query or "", "user": user or "", "hits": None, "page": None}
+    if query is not None:
+        results = await store.search(query, limit=page_size)
+        sessions: dict[str, SessionInfo | None] = {}
+        for result in results:
+            if result.session_id not in sessions:
+                sessions[result.session_id] = await store.session(result.session_id)
+        values["hits"] = [
+            Hit(result, _pieces(result.snippet), sessions[result.session_id])
+            for result in results
+            if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
+        ]
+        return values
+    try:
+        values["page"] = await store.sessions(user_id=user, limit=page_size, after=after)
+    except InvalidOperationError as exc:  # a cursor that was not ours
+        raise HTTPException(400, str(exc)) from exc
+    values["first_page"] = after is None
+    return values
+
+
+async def tools_page(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """Per-tool statistics, the slowest calls and the latest failing ones."""
+    session_id, tool = _param(params, "session"), _param(params, "tool")
+    stats = await store.tool_stats(session_id=session_id, tool_name=tool)
+    failing = await store.tool_calls(
+        session_id=session_id, tool_name=tool, status="failed", limit=LIST_LIMIT
+    )
+    slowest = await store.slowest_tool_calls(
+        session_id=session_id, tool_name=tool, limit=LIST_LIMIT
+    )
+    return {
+        "session_id": session_id or "",
+        "tool": tool or "",
+        "stats": stats,
+        "failing": list(reversed(failing)),  # newest first
+        "slowest": slowest,
+    }
+
+
+def _total(usages: list[Usage]) -> Usage:
+    return Usage(*(sum(getattr(u, name) for u in usages) for name in Usage.__slots__))
+
+
+async def usage_page(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """Tokens per UTC day as a chart, with totals and a breakdown by model."""
+    user = _param(params, "user")
+    days = await store.usage("day", user_id=user)
+    by_model = await store.usage("model", user_id=user)
+    points = fill_days(
+        [
+            (date.fromisoformat(row.key), row.usage.input_tokens, row.usage.output_tokens)
+            for row in days
+            if row.key is not None
+        ]
+    )
+    chart = bar_chart([(day.isoformat(), lower, upper) for day, lower, upper in points])
+    return {
+        "user": user or "",
+        "days": list(reversed(days)),  # newest first in the table
+        "by_model": by_model,
+        "chart": chart if points else None,
+        "total": _total([row.usage for row in days]),
+        "runs": sum(row.runs for row in days),
+    }

@@ -1,0 +1,962 @@
+"""The ``turnstore`` command line, driven by typer's ``CliRunner``.
+
+The databases are written by the real Agents SDK ``Runner`` with ``ScriptedModel``: the demo
+conversation of ``turnstore.demo`` through ``StructuredSession`` (and a branch made by
+``edit``), and the same conversation through the SDK's own ``SQLiteSession``,
+``AdvancedSQLiteSession`` (with two branches and per-turn usage) and ``SQLAlchemySession``
+for the importers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Runner
+from agents.extensions.memory.advanced_sqlite_session import AdvancedSQLiteSession
+from agents.memory import SQLiteSession
+from agents.testing import assistant_message, function_call
+from typer.testing import CliRunner
+
+from turnstore import Store, StructuredSession
+from turnstore.backends.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
+from turnstore.cli import _shown, app
+from turnstore.demo import QUESTIONS, _agents, _scripted_model, run_demo
+
+pytestmark = pytest.mark.e2e
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _scripted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The demo talks to a real model when a key is set; the tests never do.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("TURNSTORE_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps at the terminal's width, else 80
+
+
+def cli(*args: str, code: int = 0) -> Any:
+    """Run ``turnstore ARGS``; check the exit status; return the result."""
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    return result
+
+
+def cli_json(*args: str) -> Any:
+    return json.loads(cli(*args, "--json").stdout)
+
+
+def error_line(result: Any) -> str:
+    """The one line a failing command prints on stderr."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return str(lines[0])
+
+
+async def store_items(db: Path | str, session_id: str) -> list[Any]:
+    store = Store.open(db)
+    try:
+        return await store.get_items(session_id)
+    finally:
+        await store.aclose()
+
+
+async def tree_shape(db: Path | str, session_id: str) -> list[tuple[int | None, Any, Any]]:
+    """The session's tree independent of run ids: (parent's index, items, usage) per run."""
+    store = Store.open(db)
+    try:
+        tree = await store.tree(session_id)
+        head = (await store.session(session_id)).head_run_id  # type: ignore[union-attr]
+    finally:
+        await store.aclose()
+    index = {run.id: i for i, (run, _) in enumerate(tree)}
+    shape: list[tuple[int | None, Any, Any]] = [
+        (index.get(run.parent_id) if run.parent_id is not None else None, items, run.usage)
+        for run, items in tree
+    ]
+    shape.append((None, "head", index.get(head)))
+    return shape
+
+
+async def branch_paths(db: Path | str, session_id: str) -> list[list[Any]]:
+    """``get_items()`` at the leaf of every branch, in the order of the branches."""
+    store = Store.open(db)
+    try:
+        paths = []
+        for branch in await store.branches(session_id):
+            await store.move_head(session_id, branch.leaf_run_id, to_parent=False)
+            paths.append(await store.get_items(session_id))
+        return paths
+    finally:
+        await store.aclose()
+
+
+def count(db: Path, table: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Databases written by the Runner
+
+
+async def _write_branched(db: Path) -> None:
+    """The demo conversation, then run 2 edited and continued: a fork with two branches."""
+    model = _scripted_model()
+    agent = _agents(model)
+    session = StructuredSession("branched", db)
+    try:
+        for question in QUESTIONS:
+            await Runner.run(agent, question, session=session)
+        second = (await session.runs())[1]
+        await session.edit(second.id, "And in Osaka?")
+        model.extend(
+            [
+                [function_call("get_weather", {"city": "Osaka"}, call_id="call_osaka")],
+                [assistant_message("Osaka: no data.", item_id="msg_osaka")],
+            ]
+        )
+        await Runner.run(agent, [], session=session)
+    finally:
+        await session.aclose()
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo session and a branched one, written by the Runner; tests only read it."""
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    asyncio.run(run_demo(str(db)))
+    asyncio.run(_write_branched(db))
+    return db
+
+
+async def _sdk_conversation(session: Any, *, usage: bool = False) -> None:
+    model = _scripted_model()
+    agent = _agents(model)
+    for question in QUESTIONS:
+        result = await Runner.run(agent, question, session=session)
+        if usage:
+            await session.store_run_usage(result)
+
+
+@pytest.fixture(scope="module")
+def sqlite_session_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two conversations by the SDK's SQLiteSession, one in custom-named tables."""
+    db = tmp_path_factory.mktemp("sdk") / "sdk.db"
+
+    async def write() -> None:
+        for session in (
+            SQLiteSession("plain", db),
+            SQLiteSession("custom", db, sessions_table="convs", messages_table="msgs"),
+        ):
+            try:
+                await _sdk_conversation(session)
+            finally:
+                session.close()
+
+    asyncio.run(write())
+    return db
+
+
+@pytest.fixture(scope="module")
+def advanced_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[Any]]]:
+    """An AdvancedSQLiteSession conversation on main and two branches, with turn usage.
+
+    Returns the file and what the SDK's ``get_items`` returns on each branch.
+    """
+    db = tmp_path_factory.mktemp("advanced") / "advanced.db"
+
+    async def write() -> dict[str, list[Any]]:
+        model = _scripted_model()
+        agent = _agents(model)
+        session = AdvancedSQLiteSession(session_id="adv", db_path=db, create_tables=True)
+        try:
+            for question in QUESTIONS:
+                await session.store_run_usage(await Runner.run(agent, question, session=session))
+            # From turn 2 of main: turn 1 shared, then a different second question.
+            await session.create_branch_from_turn(2, "osaka")
+            model.extend([[assistant_message("Osaka is mild.", item_id="msg_osaka")]])
+            result = await Runner.run(agent, "What about Osaka?", session=session)
+            await session.store_run_usage(result)
+            # From turn 3 of main: turns 1-2 shared, then a tool call.
+            await session.switch_to_branch("main")
+            await session.create_branch_from_turn(3, "rome")
+            model.extend(
+                [
+                    [function_call("get_weather", {"city": "Rome"}, call_id="call_rome")],
+                    [assistant_message("Rome: unknown.", item_id="msg_rome")],
+                ]
+            )
+            result = await Runner.run(agent, "Weather in Rome?", session=session)
+            await session.store_run_usage(result)
+            return {
+                branch: await session.get_items(branch_id=branch)
+                for branch in ("main", "osaka", "rome")
+            }
+        finally:
+            session.close()
+
+    return db, asyncio.run(write())
+
+
+# ---------------------------------------------------------------------------------------------
+# Help, and the database option
+
+
+def test_every_command_has_help() -> None:
+    commands = [
+        "sessions",
+        "show",
+        "runs",
+        "tools",
+        "search",
+        "usage",
+        "export",
+        "import",
+        "migrate",
+        "demo",
+    ]
+    top = cli("--help").stdout
+    for command in commands:
+        assert command in top
+        text = cli(command, "--help").stdout
+        assert "--db" in text
+        assert "--json" in text
+
+
+def test_database_from_env_and_global_option(
+    demo_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TURNSTORE_DB", str(demo_db))
+    assert [s["session_id"] for s in cli_json("sessions")["sessions"]] == ["branched", "demo"]
+    # --db before the command, and after it, win over the environment.
+    other = tmp_path / "other.db"
+    cli("migrate", "--db", str(other))
+    assert cli_json("--db", str(other), "sessions")["sessions"] == []
+    assert cli_json("sessions", "--db", str(other))["sessions"] == []
+
+
+def test_sqlite_url_targets(demo_db: Path, tmp_path: Path) -> None:
+    assert len(cli_json("sessions", "--db", f"sqlite:///{demo_db}")["sessions"]) == 2
+    missing = tmp_path / "missing.db"
+    line = error_line(cli("sessions", "--db", f"sqlite:///{missing}", code=1))
+    assert "no database at" in line
+    assert not missing.exists()
+
+
+def test_default_database_is_turnstore_db_in_the_working_directory(
+    demo_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = cli("sessions", code=1)
+    assert "no database at turnstore.db" in error_line(result)
+    (tmp_path / "turnstore.db").write_bytes(demo_db.read_bytes())
+    assert len(cli_json("sessions")["sessions"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: one line, non-zero status
+
+
+def test_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    for args in (
+        ["sessions"],
+        ["show", "demo"],
+        ["runs", "demo"],
+        ["tools"],
+        ["search", "x"],
+        ["usage"],
+        ["export", "demo"],
+    ):
+        result = cli(*args, "--db", str(missing), code=1)
+        assert "no database at" in error_line(result)
+    assert not missing.exists()
+
+
+def test_not_a_database(tmp_path: Path, sqlite_session_db: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("hello, I am text\n" * 100)
+    for args in (["sessions"], ["migrate"], ["import", str(sqlite_session_db)]):
+        result = cli(*args, "--db", str(junk), code=1)
+        assert "not a SQLite database" in error_line(result)
+    assert junk.read_text() == "hello, I am text\n" * 100
+
+
+def test_database_of_another_kind_is_refused_untouched(
+    sqlite_session_db: Path, tmp_path: Path
+) -> None:
+    before = sqlite_session_db.read_bytes()
+    for args in (["sessions"], ["show", "plain"], ["migrate"], ["demo"]):
+        line = error_line(cli(*args, "--db", str(sqlite_session_db), code=1))
+        assert "Agents SDK session database" in line
+        assert "turnstore import" in line
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    line = error_line(cli("runs", "x", "--db", str(other), code=1))
+    assert "database of another kind (tables invoices)" in line
+    assert sqlite_session_db.read_bytes() == before
+
+
+def test_empty_database_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert "empty database" in error_line(cli("sessions", "--db", str(empty), code=1))
+    cli("migrate", "--db", str(empty))  # a write command may start a database there
+    assert cli_json("sessions", "--db", str(empty))["sessions"] == []
+
+
+def test_unwritable_output(demo_db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "dir" / "out.jsonl"
+    line = error_line(cli("export", "demo", "-o", str(target), "--db", str(demo_db), code=1))
+    assert "No such file or directory" in line
+    assert str(target) in line
+
+
+def test_unknown_session(demo_db: Path) -> None:
+    for args in (["show", "nope"], ["runs", "nope"], ["export", "nope"]):
+        line = error_line(cli(*args, "--db", str(demo_db), code=1))
+        assert line == "error: no session 'nope'"
+
+
+def test_bad_option_values(demo_db: Path) -> None:
+    db = str(demo_db)
+    assert "ISO 8601" in error_line(cli("usage", "--since", "yesterday", "--db", db, code=1))
+    assert "KEY=VALUE" in error_line(cli("sessions", "--meta", "oops", "--db", db, code=1))
+    line = error_line(cli("export", "-f", "json", "--db", db, code=1))
+    assert "one session" in line
+    line = error_line(cli("export", "demo", "--json", "--db", db, code=1))
+    assert "--output" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading commands on Runner-written stores
+
+
+def test_sessions(demo_db: Path) -> None:
+    db = str(demo_db)
+    page = cli_json("sessions", "--db", db)
+    assert [s["session_id"] for s in page["sessions"]] == ["branched", "demo"]
+    assert page["sessions"][1]["title"] == "What's the weather in Paris?"
+    assert page["next_cursor"] is None
+    first = cli_json("sessions", "--limit", "1", "--db", db)
+    assert [s["session_id"] for s in first["sessions"]] == ["branched"]
+    rest = cli_json("sessions", "--limit", "1", "--after", first["next_cursor"], "--db", db)
+    assert [s["session_id"] for s in rest["sessions"]] == ["demo"]
+    text = cli("sessions", "--limit", "1", "--db", db).stdout
+    assert "branched" in text
+    assert f"--after {first['next_cursor']}" in text
+    assert cli_json("sessions", "--user", "nobody", "--db", db)["sessions"] == []
+
+
+def test_sessions_metadata_filter(tmp_path: Path) -> None:
+    db = tmp_path / "meta.db"
+
+    async def write() -> None:
+        async with Store.open(db) as store:
+            await store.add_items("a", [{"role": "user", "content": "hi"}])
+            await store.update_session("a", user_id="u1", metadata={"env": "prod", "n": 3})
+            await store.add_items("b", [{"role": "user", "content": "yo"}])
+            await store.update_session("b", metadata={"env": "dev"})
+
+    asyncio.run(write())
+    ids = [
+        s["session_id"]
+        for s in cli_json("sessions", "--meta", "env=prod", "--db", str(db))["sessions"]
+    ]
+    assert ids == ["a"]
+    both = cli_json("sessions", "--meta", "env=prod", "--meta", "n=3", "--db", str(db))
+    assert [s["session_id"] for s in both["sessions"]] == ["a"]
+    assert cli_json("sessions", "--meta", "n=4", "--db", str(db))["sessions"] == []
+    by_user = cli_json("sessions", "--user", "u1", "--db", str(db))["sessions"]
+    assert [s["session_id"] for s in by_user] == ["a"]
+
+
+def test_show_demo(demo_db: Path) -> None:
+    text = cli("show", "demo", "--db", str(demo_db)).stdout
+    for expected in (
+        "What's the weather in Paris?",
+        "It is 18°C and sunny in Paris.",
+        "get_weather",
+        '{"city":"Paris"}',
+        "18°C, sunny",
+        "to_fahrenheit",
+        "71.6°F",
+        "transfer_to_refunds_agent",
+        "Refund for order 1234 is on its way.",
+        "completed",
+        "288 tokens",
+        "← head",
+    ):
+        assert expected in text, expected
+    assert "branches" not in text.split("\n", 1)[1]  # one branch: no fork drawn
+
+
+def test_show_marks_branches(demo_db: Path) -> None:
+    text = cli("show", "branched", "--db", str(demo_db)).stdout
+    assert "⑂ 2 branches" in text
+    assert "branch 1/2" in text
+    assert "branch 2/2  active" in text
+    assert text.index("And in Tokyo?") < text.index("And in Osaka?")
+    assert "Osaka: no data." in text
+    data = cli_json("show", "branched", "--db", str(demo_db))
+    runs = data["runs"]
+    assert data["session"]["session_id"] == "branched"
+    assert len(runs) == 4
+    by_user = {run["user_message"]: run for run in runs}
+    assert by_user["And in Osaka?"]["active"] is True
+    assert by_user["And in Tokyo? Convert it to Fahrenheit."]["active"] is False
+    # The edit moved the head to the new branch, where the conversation continued.
+    assert data["session"]["head_run_id"] == by_user["And in Osaka?"]["id"]
+    osaka_calls = by_user["And in Osaka?"]["tool_calls"]
+    assert [(c["tool_name"], c["arguments"], c["output"]) for c in osaka_calls] == [
+        ("get_weather", '{"city":"Osaka"}', "unknown")
+    ]
+    tokyo = by_user["And in Tokyo? Convert it to Fahrenheit."]
+    assert tokyo["parent_id"] == by_user["And in Osaka?"]["parent_id"]  # siblings at the fork
+
+
+def test_show_clips_long_messages_unless_full(tmp_path: Path) -> None:
+    db = tmp_path / "long.db"
+    long_text = "word " * 200
+
+    async def write() -> None:
+        async with Store.open(db) as store:
+            await store.add_items("long", [{"role": "user", "content": long_text}])
+
+    asyncio.run(write())
+    clipped = cli("show", "long", "--db", str(db)).stdout
+    assert "…" in clipped
+    assert clipped.count("word") < 100
+    full = cli("show", "long", "--full", "--db", str(db)).stdout
+    assert full.count("word") >= 200
+
+
+def test_runs(demo_db: Path) -> None:
+    db = str(demo_db)
+    active = cli_json("runs", "branched", "--db", db)
+    assert [r["user_message"] for r in active] == ["What's the weather in Paris?", "And in Osaka?"]
+    every = cli_json("runs", "branched", "--all", "--db", db)
+    assert len(every) == 4
+    demo = cli_json("runs", "demo", "--db", db)
+    assert [r["assistant_message"] for r in demo] == [
+        "It is 18°C and sunny in Paris.",
+        "Tokyo is 22°C, which is 71.6°F.",
+        "Refund for order 1234 is on its way.",
+    ]
+    assert all(r["usage"]["total_tokens"] == 288 for r in demo)
+    text = cli("runs", "demo", "--db", db).stdout
+    assert "What's the weather" in text
+    assert "288" in text
+
+
+def test_tools(demo_db: Path) -> None:
+    db = str(demo_db)
+    stats = {s["tool_name"]: s for s in cli_json("tools", "--session", "demo", "--db", db)}
+    assert {name: s["calls"] for name, s in stats.items()} == {
+        "get_weather": 2,
+        "to_fahrenheit": 1,
+        "transfer_to_refunds_agent": 1,
+    }
+    assert all(s["errors"] == 0 and s["error_rate"] == 0 for s in stats.values())
+    overall = {s["tool_name"]: s["calls"] for s in cli_json("tools", "--db", db)}
+    assert overall["get_weather"] == 5  # demo 2, branched 2 + 1 on the Osaka branch
+    calls = cli_json("tools", "--calls", "--tool", "get_weather", "--session", "demo", "--db", db)
+    assert [(c["arguments"], c["output"], c["status"]) for c in calls] == [
+        ('{"city":"Paris"}', "18°C, sunny", "completed"),
+        ('{"city":"Tokyo"}', "22°C, cloudy", "completed"),
+    ]
+    assert cli_json("tools", "--calls", "--status", "failed", "--db", db) == []
+    text = cli("tools", "--db", db).stdout
+    assert "get_weather" in text
+    assert "error rate" in text
+    assert "18°C" in cli("tools", "--calls", "--session", "demo", "--db", db).stdout
+
+
+def test_search(demo_db: Path) -> None:
+    db = str(demo_db)
+    hits = cli_json("search", "refund", "--db", db)
+    assert {(h["session_id"], h["role"]) for h in hits} >= {("demo", "user"), ("demo", "assistant")}
+    tokyo = cli_json("search", "Tokyo", "--session", "demo", "--role", "assistant", "--db", db)
+    assert [h["run_id"] for h in tokyo]
+    assert all(h["role"] == "assistant" for h in tokyo)
+    outputs = cli_json("search", "cloudy", "--type", "function_call_output", "--db", db)
+    assert outputs
+    assert all(h["type"] == "function_call_output" for h in outputs)
+    assert cli_json("search", "zebra", "--db", db) == []
+    assert cli_json("search", '"unbalanced AND (', "--db", db) == []  # never a syntax error
+    text = cli("search", "sunny", "--db", db).stdout
+    assert "sunny" in text
+    assert "**" not in text
+    assert "No matches." in cli("search", "zebra", "--db", db).stdout
+
+
+def test_usage(demo_db: Path) -> None:
+    db = str(demo_db)
+    rows = {r["key"]: r for r in cli_json("usage", "--db", db)}
+    assert rows["demo"]["runs"] == 3
+    assert rows["demo"]["usage"]["total_tokens"] == 3 * 288
+    assert rows["demo"]["usage"]["requests"] == 6
+    one = cli_json("usage", "--session", "demo", "--by", "day", "--db", db)
+    assert len(one) == 1
+    assert one[0]["usage"]["input_tokens"] == 720
+    assert cli_json("usage", "--until", "2000-01-01", "--db", db) == []
+    text = cli("usage", "--db", db).stdout
+    assert "total" in text
+    assert "864" in text
+
+
+def test_export_formats(demo_db: Path, tmp_path: Path) -> None:
+    db = str(demo_db)
+    lines = [json.loads(line) for line in cli("export", "demo", "--db", db).stdout.splitlines()]
+    assert len(lines) == 14
+    assert {line["session_id"] for line in lines} == {"demo"}
+    assert asyncio.run(store_items(demo_db, "demo")) == [line["item"] for line in lines]
+    document = json.loads(cli("export", "branched", "-f", "json", "--db", db).stdout)
+    assert len(document["runs"]) == 4
+    active = json.loads(cli("export", "branched", "-f", "json", "--active", "--db", db).stdout)
+    assert len(active["runs"]) == 2
+    markdown = cli("export", "demo", "--format", "markdown", "--db", db).stdout
+    assert markdown.startswith("# What's the weather in Paris?")
+    out = tmp_path / "all.jsonl"
+    summary = cli_json("export", "--output", str(out), "--db", db)
+    assert summary == {"sessions": 2, "format": "jsonl", "output": str(out)}
+    assert {json.loads(line)["session_id"] for line in out.read_text().splitlines()} == {
+        "demo",
+        "branched",
+    }
+    text = cli("export", "demo", "-o", str(tmp_path / "d.md"), "-f", "markdown", "--db", db)
+    assert "Exported 1 session as markdown" in text.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing commands
+
+
+def test_migrate_creates_and_reports(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    report = cli_json("migrate", "--db", str(db))
+    assert report["from_version"] is None
+    latest = len(SQLITE_MIGRATIONS)
+    assert report["schema_version"] == latest
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT max(version) FROM turnstore_schema").fetchone()[0] == latest
+    assert cli_json("migrate", "--db", str(db))["from_version"] == latest  # idempotent
+    assert f"schema already at version {latest}" in cli("migrate", "--db", str(db)).stdout
+    assert "created at version" in cli("migrate", "--db", str(tmp_path / "other.db")).stdout
+
+
+def test_migrate_upgrades_an_older_database(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:  # a database left at version 1
+        for statement in SQLITE_MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE turnstore_schema (version INTEGER PRIMARY KEY, applied_at TEXT)")
+        conn.execute("INSERT INTO turnstore_schema VALUES (1, 'then')")
+    text = cli("migrate", "--db", str(db)).stdout
+    assert f"migrated from version 1 to {len(SQLITE_MIGRATIONS)}" in text
+
+
+def test_urls_are_printed_without_their_password() -> None:
+    assert _shown("postgresql://me:s3cret@db.example/app") == "postgresql://me:***@db.example/app"
+    assert _shown("postgresql://me@db.example/app") == "postgresql://me@db.example/app"
+    assert _shown("conversations.db") == "conversations.db"
+
+
+def test_demo(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    text = cli("demo", "--db", str(db)).stdout
+    assert "Wrote session demo (3 runs)" in text
+    report = cli_json("demo", "--session", "again", "--db", str(db))
+    assert report["session_id"] == "again"
+    assert [r["user_message"] for r in report["runs"]] == QUESTIONS
+    # Run twice, the demo rewrites its session rather than appending to it.
+    cli("demo", "--db", str(db))
+    assert len(cli_json("runs", "demo", "--db", str(db))) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# import
+
+
+def test_import_sqlite_session(sqlite_session_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    summary = cli_json("import", str(sqlite_session_db), "--db", str(db))
+    assert summary["kind"] == "sqlite"
+    assert (summary["sessions"], summary["new_sessions"], summary["runs"], summary["items"]) == (
+        1,
+        1,
+        3,
+        14,
+    )
+
+    async def sdk_items(session: SQLiteSession) -> list[Any]:
+        try:
+            return await session.get_items()
+        finally:
+            session.close()
+
+    expected = asyncio.run(sdk_items(SQLiteSession("plain", sqlite_session_db)))
+    assert asyncio.run(store_items(db, "plain")) == expected
+    runs = cli_json("runs", "plain", "--db", str(db))
+    assert [r["user_message"] for r in runs] == QUESTIONS
+    # The tool calls are paired as if the Runner had written to turnstore directly.
+    calls = cli_json("tools", "--calls", "--session", "plain", "--db", str(db))
+    assert [(c["tool_name"], c["output"]) for c in calls][:2] == [
+        ("get_weather", "18°C, sunny"),
+        ("get_weather", "22°C, cloudy"),
+    ]
+    # Custom table names.
+    summary = cli_json(
+        "import", str(sqlite_session_db), "--messages-table", "msgs", "--db", str(db)
+    )
+    assert (summary["sessions"], summary["new_sessions"], summary["items"]) == (1, 1, 14)
+    custom = asyncio.run(sdk_items(SQLiteSession("custom", sqlite_session_db, "convs", "msgs")))
+    assert asyncio.run(store_items(db, "custom")) == custom
+
+
+def test_second_import_is_a_no_op(sqlite_session_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    cli("import", str(sqlite_session_db), "--db", str(db))
+    counts = {t: count(db, t) for t in ("sessions", "runs", "items", "tool_calls")}
+    shape = asyncio.run(tree_shape(db, "plain"))
+    again = cli_json("import", str(sqlite_session_db), "--db", str(db))
+    assert (again["new_sessions"], again["updated_sessions"], again["runs"], again["items"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert again["unchanged_items"] == 14
+    assert {t: count(db, t) for t in counts} == counts
+    assert asyncio.run(tree_shape(db, "plain")) == shape
+    text = cli("import", str(sqlite_session_db), "--db", str(db)).stdout
+    assert "0 runs and 0 items added, 14 items already present" in text
+
+
+def test_import_adds_only_what_the_source_gained(tmp_path: Path) -> None:
+    source = tmp_path / "sdk.db"
+    db = tmp_path / "t.db"
+    model = _scripted_model()
+    agent = _agents(model)
+
+    async def run(questions: list[str]) -> list[Any]:
+        session = SQLiteSession("grow", source)
+        try:
+            for question in questions:
+                await Runner.run(agent, question, session=session)
+            return await session.get_items()
+        finally:
+            session.close()
+
+    asyncio.run(run(QUESTIONS[:2]))
+    cli("import", str(source), "--db", str(db))
+    run_ids = [r["id"] for r in cli_json("runs", "grow", "--db", str(db))]
+    expected = asyncio.run(run(QUESTIONS[2:]))
+    summary = cli_json("import", str(source), "--db", str(db))
+    assert (summary["runs"], summary["items"], summary["unchanged_items"]) == (1, 4, 10)
+    assert asyncio.run(store_items(db, "grow")) == expected
+    assert [r["id"] for r in cli_json("runs", "grow", "--db", str(db))][:2] == run_ids
+
+
+def test_import_resumes_a_run_that_grew(tmp_path: Path) -> None:
+    """A stored leaf run that holds the start of the source's run is extended, not forked."""
+    source = tmp_path / "sdk.db"
+    db = tmp_path / "t.db"
+    first = [
+        {"role": "user", "content": "hi"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+        },
+    ]
+    more = [
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+
+    async def add(items: list[Any]) -> None:
+        session = SQLiteSession("s", source)
+        try:
+            await session.add_items(items)
+        finally:
+            session.close()
+
+    asyncio.run(add(first))
+    cli("import", str(source), "--db", str(db))
+    asyncio.run(add(more))
+    summary = cli_json("import", str(source), "--db", str(db))
+    assert (summary["runs"], summary["items"], summary["unchanged_items"]) == (1, 2, 2)
+    assert count(db, "runs") == 1
+    assert asyncio.run(store_items(db, "s")) == first + more
+    calls = cli_json("tools", "--calls", "--db", str(db))
+    assert [(c["tool_name"], c["output"], c["status"]) for c in calls] == [("f", "ok", "completed")]
+
+
+def test_import_advanced_sqlite_session_with_branches(
+    advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    source, sdk_branches = advanced_db
+    db = tmp_path / "t.db"
+    summary = cli_json("import", str(source), "--db", str(db))
+    assert summary["kind"] == "advanced-sqlite"
+    # main: 3 runs; osaka shares run 1 and adds 1; rome shares runs 1-2 and adds 1.
+    assert (summary["runs"], summary["items"]) == (5, 14 + 2 + 4)
+    # Every branch comes back exactly as the SDK returns it; main is the head.
+    assert asyncio.run(store_items(db, "adv")) == sdk_branches["main"]
+    paths = asyncio.run(branch_paths(db, "adv"))
+    assert sorted(paths, key=json.dumps) == sorted(sdk_branches.values(), key=json.dumps)
+    # Branches are siblings at their fork points.
+    runs = cli_json("runs", "adv", "--all", "--db", str(db))
+    by_user = {r["user_message"]: r for r in runs}
+    root = by_user["What's the weather in Paris?"]
+    assert by_user["What about Osaka?"]["parent_id"] == root["id"]
+    tokyo = by_user["And in Tokyo? Convert it to Fahrenheit."]
+    assert tokyo["parent_id"] == root["id"]
+    assert by_user["Weather in Rome?"]["parent_id"] == tokyo["id"]
+    assert by_user["I need help with a refund for order 1234."]["parent_id"] == tokyo["id"]
+    # Usage from turn_usage lands on the runs, branch turns included.
+    with sqlite3.connect(source) as conn:
+        usage = dict(
+            conn.execute(
+                "SELECT branch_id || ':' || user_turn_number, total_tokens FROM turn_usage"
+            ).fetchall()
+        )
+    assert root["usage"]["total_tokens"] == usage["main:1"] == 288
+    assert by_user["What about Osaka?"]["usage"]["total_tokens"] == usage["osaka:2"]
+    assert by_user["Weather in Rome?"]["usage"]["total_tokens"] == usage["rome:3"]
+    assert by_user["Weather in Rome?"]["usage"]["requests"] == 2
+    # And the second import adds nothing.
+    counts = {t: count(db, t) for t in ("runs", "items", "tool_calls")}
+    again = cli_json("import", str(source), "--db", str(db))
+    assert (again["runs"], again["items"], again["unchanged_items"]) == (0, 0, 20)
+    assert {t: count(db, t) for t in counts} == counts
+
+
+def test_show_of_an_imported_advanced_session(
+    advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    source, _ = advanced_db
+    db = tmp_path / "t.db"
+    cli("import", str(source), "--db", str(db))
+    text = cli("show", "adv", "--db", str(db)).stdout
+    assert text.count("⑂ 2 branches") == 2
+    assert "What about Osaka?" in text
+    assert "Weather in Rome?" in text
+
+
+def test_import_only_named_sessions(sqlite_session_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "t.db"
+    sdk = tmp_path / "two.db"
+
+    async def write() -> None:
+        for sid in ("one", "two"):
+            session = SQLiteSession(sid, sdk)
+            try:
+                await session.add_items([{"role": "user", "content": sid}])
+            finally:
+                session.close()
+
+    asyncio.run(write())
+    summary = cli_json("import", str(sdk), "--session", "two", "--db", str(db))
+    assert summary["sessions"] == 1
+    assert [s["session_id"] for s in cli_json("sessions", "--db", str(db))["sessions"]] == ["two"]
+    line = error_line(cli("import", str(sdk), "--session", "three", "--db", str(db), code=1))
+    assert "holds no session 'three'" in line
+
+
+def test_import_sqlalchemy_session(tmp_path: Path) -> None:
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+    source = tmp_path / "alchemy.db"
+    url = f"sqlite+aiosqlite:///{source}"
+
+    async def write() -> list[Any]:
+        session = SQLAlchemySession.from_url("alchemy", url=url, create_tables=True)
+        try:
+            await _sdk_conversation(session)
+            return await session.get_items()
+        finally:
+            await session.engine.dispose()
+
+    expected = asyncio.run(write())
+    db = tmp_path / "t.db"
+    summary = cli_json("import", url, "--db", str(db))
+    assert (summary["kind"], summary["sessions"], summary["items"]) == ("sqlalchemy", 1, 14)
+    assert asyncio.run(store_items(db, "alchemy")) == expected
+    again = cli_json("import", url, "--db", str(db))
+    assert again["items"] == 0
+    assert again["unchanged_items"] == 14
+    # A synchronous driver URL works too, and a missing table is one clear error.
+    assert cli_json("import", f"sqlite:///{source}", "--db", str(db))["items"] == 0
+    line = error_line(cli("import", url, "--messages-table", "nope", "--db", str(db), code=1))
+    assert "cannot read" in line
+    assert "nope" in line
+
+
+def test_export_then_import_reproduces_the_tree(
+    demo_db: Path, advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+) -> None:
+    source, _ = advanced_db
+    first = tmp_path / "first.db"
+    cli("import", str(source), "--db", str(first))
+    cli("import", str(demo_db), "--from", "sqlite", "--db", str(first), code=1)  # a turnstore db
+    exported = tmp_path / "adv.jsonl"
+    cli("export", "adv", "-o", str(exported), "--db", str(first))
+    copy = tmp_path / "copy.db"
+    summary = cli_json("import", str(exported), "--db", str(copy))
+    assert (summary["kind"], summary["runs"], summary["items"]) == ("jsonl", 5, 20)
+    original, copied = (asyncio.run(tree_shape(db, "adv")) for db in (first, copy))
+    # JSONL carries the tree and every item (not the usage, nor the head).
+    assert [(p, items) for p, items, _ in original[:-1]] == [
+        (p, items) for p, items, _ in copied[:-1]
+    ]
+    assert cli_json("import", str(exported), "--db", str(copy))["items"] == 0
+    # Importing it back where it came from adds nothing either.
+    assert cli_json("import", str(exported), "--db", str(first))["items"] == 0
+    # The JSON document carries usage and the head as well: the same tree exactly.
+    document = tmp_path / "adv.json"
+    cli("export", "adv", "-f", "json", "-o", str(document), "--db", str(first))
+    exact = tmp_path / "exact.db"
+    assert cli_json("import", str(document), "--db", str(exact))["kind"] == "json"
+    assert asyncio.run(tree_shape(exact, "adv")) == original
+    # Branched sessions written by the Runner round-trip too, several sessions in one file.
+    both = tmp_path / "both.jsonl"
+    cli("export", "-o", str(both), "--db", str(demo_db))
+    again = tmp_path / "again.db"
+    assert cli_json("import", str(both), "--db", str(again))["sessions"] == 2
+    for sid in ("demo", "branched"):
+        a, b = asyncio.run(tree_shape(demo_db, sid)), asyncio.run(tree_shape(again, sid))
+        assert [(p, items) for p, items, _ in a[:-1]] == [(p, items) for p, items, _ in b[:-1]]
+    assert asyncio.run(branch_paths(again, "branched")) == asyncio.run(
+        branch_paths(demo_db, "branched")
+    )
+
+
+def test_import_errors(tmp_path: Path, sqlite_session_db: Path) -> None:
+    db = str(tmp_path / "t.db")
+    line = error_line(cli("import", str(tmp_path / "nope.db"), "--db", db, code=1))
+    assert "no such file" in line
+    text = tmp_path / "notes.txt"
+    text.write_text("just text\n")
+    assert "neither a SQLite database nor a turnstore export" in error_line(
+        cli("import", str(text), "--db", db, code=1)
+    )
+    line = error_line(
+        cli("import", str(sqlite_session_db), "--messages-table", "nope", "--db", db, code=1)
+    )
+    assert "holds no 'nope' table" in line
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": "s", "run_id": 1, "item": {"role": "user"}}\n{oops\n')
+    assert "bad.jsonl:2: not JSON" in error_line(cli("import", str(bad), "--db", db, code=1))
+    orphan = tmp_path / "orphan.jsonl"
+    orphan.write_text(
+        '{"session_id": "s", "run_id": 2, "parent_id": 1, "item": {"role": "user"}}\n'
+    )
+    assert "parent" in error_line(cli("import", str(orphan), "--db", db, code=1))
+    # A source is read before the store is opened: nothing was created.
+    assert not Path(db).exists()
+
+
+def test_import_skips_rows_the_sdk_cannot_return(tmp_path: Path) -> None:
+    source = tmp_path / "sdk.db"
+
+    async def write() -> list[Any]:
+        session = SQLiteSession("s", source)
+        try:
+            await session.add_items([{"role": "user", "content": "hi"}])
+            return await session.get_items()
+        finally:
+            session.close()
+
+    write_items = asyncio.run(write())
+    with sqlite3.connect(source) as conn:
+        conn.execute(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES ('s', '{corrupt')"
+        )
+    db = tmp_path / "t.db"
+    summary = cli_json("import", str(source), "--db", str(db))
+    assert (summary["items"], summary["skipped"]) == (1, 1)
+    assert asyncio.run(store_items(db, "s")) == write_items
+    assert "1 unreadable rows skipped" in cli("import", str(source), "--db", str(db)).stdout
+
+
+@pytest.fixture
+def unicode_items() -> Iterator[list[Any]]:
+    return [
+        {"role": "user", "content": "naïve café ☕ \u2028 'quotes' \"double\" -- ; DROP TABLE"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "m",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "annotations": []}],
+            "extra": {"nested": [1, 2.5, None, True]},
+        },
+    ]
+
+
+def test_import_keeps_odd_values_verbatim(tmp_path: Path, unicode_items: list[Any]) -> None:
+    source = tmp_path / "sdk.db"
+
+    async def write() -> list[Any]:
+        session = SQLiteSession("odd", source)
+        try:
+            await session.add_items(unicode_items)
+            return await session.get_items()
+        finally:
+            session.close()
+
+    expected = asyncio.run(write())
+    db = tmp_path / "t.db"
+    cli("import", str(source), "--db", str(db))
+    got = asyncio.run(store_items(db, "odd"))
+    assert got == expected
+    assert [json.dumps(i) for i in got] == [json.dumps(i) for i in expected]  # key order too
+
+
+@pytest.mark.postgres
+def test_import_sqlalchemy_session_from_postgres(tmp_path: Path) -> None:
+    import uuid
+
+    import psycopg
+
+    from conftest import POSTGRES_URL, require_postgres
+
+    require_postgres()
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+    url = POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://", 1)
+    suffix = uuid.uuid4().hex[:10]
+    tables = {"sessions_table": f"cli_s_{suffix}", "messages_table": f"cli_m_{suffix}"}
+
+    async def write() -> list[Any]:
+        session = SQLAlchemySession.from_url("pg", url=url, create_tables=True, **tables)
+        try:
+            await _sdk_conversation(session)
+            return await session.get_items()
+        finally:
+            await session.engine.dispose()
+
+    try:
+        expected = asyncio.run(write())
+        db = tmp_path / "t.db"
+        args = ("import", url, "--messages-table", tables["messages_table"], "--db", str(db))
+        summary = cli_json(*args)
+        assert (summary["kind"], summary["items"]) == ("sqlalchemy", 14)
+        assert asyncio.run(store_items(db, "pg")) == expected
+        assert cli_json(*args)["items"] == 0
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE IF EXISTS "{tables["messages_table"]}"')
+            conn.execute(f'DROP TABLE IF EXISTS "{tables["sessions_table"]}"')

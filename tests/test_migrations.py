@@ -1,0 +1,198 @@
+"""Schema migrations: every earlier version upgrades to the newest with its data, safely.
+
+For each backend that keeps its database between opens (a SQLite file, Postgres), and for each
+version ``v`` below the newest, a database is created at ``v`` (by opening it while the
+backend's ``MIGRATIONS`` is cut to its first ``v`` steps), given data with the columns of that
+version, then opened with the full list: every step lands with its version row and the data
+reads back through the API. New migrations are covered as they are appended; a migration that
+renames or drops a column the seed uses must say so here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import turnstore
+import workers
+from builders import assistant, user
+from conftest import POSTGRES_URL, require_postgres
+from turnstore import SchemaError, Store
+from turnstore.backends.base import Fetch, Query
+
+PERSISTENT = [
+    pytest.param("sqlite-file", id="sqlite-file"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+STAMP = "'2024-01-02 03:04:05.000000+00:00'"
+
+# Data in the columns of version 1 (the first schema), written as plain SQL that both
+# backends accept: one session whose head is a run of two items.
+SEED: list[str] = [
+    f"""INSERT INTO sessions (session_id, title, created_at, updated_at)
+        VALUES ('old', 'Old', {STAMP}, {STAMP})""",
+    f"""INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
+                          item_count, created_at, updated_at)
+        VALUES ('old', NULL, 0, 'hello', 'hi there', 2, {STAMP}, {STAMP})""",
+    f"""INSERT INTO items (session_id, run_id, position, type, role, text, data, created_at)
+        SELECT 'old', id, 0, 'message', 'user', 'hello',
+               '{{"role": "user", "content": "hello"}}', {STAMP}
+        FROM runs WHERE session_id = 'old'""",
+    f"""INSERT INTO items (session_id, run_id, position, type, role, text, data, created_at)
+        SELECT 'old', id, 1, 'message', 'assistant', 'hi there',
+               '{{"role": "assistant", "content": "hi there", "type": "message"}}', {STAMP}
+        FROM runs WHERE session_id = 'old'""",
+    """UPDATE sessions SET head_run_id = (SELECT id FROM runs WHERE session_id = 'old')
+        WHERE session_id = 'old'""",
+]
+SEEDED_ITEMS = [
+    {"role": "user", "content": "hello"},
+    {"role": "assistant", "content": "hi there", "type": "message"},
+]
+
+
+def _module(backend: str) -> ModuleType:
+    if backend == "postgres":
+        from turnstore.backends import postgres
+
+        return postgres
+    from turnstore.backends import sqlite
+
+    return sqlite
+
+
+class Databases:
+    """Fresh databases of one backend: (target, options) pairs, removed afterwards."""
+
+    def __init__(self, backend: str, tmp_path: Path) -> None:
+        self.backend, self.tmp_path = backend, tmp_path
+        self.schemas: list[str] = []
+
+    def new(self) -> tuple[str, dict[str, Any]]:
+        label = uuid.uuid4().hex[:12]
+        if self.backend == "postgres":
+            self.schemas.append(f"m_{label}")
+            return POSTGRES_URL, {"schema": self.schemas[-1]}
+        return str(self.tmp_path / f"{label}.db"), {}
+
+    def drop(self) -> None:
+        if self.schemas:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+                for schema in self.schemas:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=PERSISTENT)
+def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databases]:
+    """A factory of fresh persistent databases of the test's backend."""
+    if request.param == "postgres":
+        require_postgres()
+    made = Databases(request.param, tmp_path)
+    yield made
+    made.drop()
+
+
+async def _raw(store: Store, statement: str, fetch: Fetch = Fetch.NONE, *, write: bool) -> Any:
+    def op() -> Any:
+        return (yield Query(statement, fetch=fetch, raw=True))
+
+    return await store.backend.run(op, write=write)
+
+
+async def _versions(store: Store) -> list[int]:
+    rows = await _raw(
+        store, "SELECT version FROM turnstore_schema ORDER BY version", Fetch.ALL, write=False
+    )
+    return [row[0] for row in rows]
+
+
+def _open_at(
+    monkeypatch: pytest.MonkeyPatch, databases: Databases, version: int
+) -> tuple[Store, tuple[str, dict[str, Any]]]:
+    """A new database at schema ``version``, open."""
+    module = _module(databases.backend)
+    target = databases.new()
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:version])
+        store = Store.open(target[0], **target[1])
+    return store, target
+
+
+async def test_every_earlier_version_upgrades_with_its_data(
+    databases: Databases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    newest = len(_module(databases.backend).MIGRATIONS)
+    for version in range(newest):
+        store, (target, options) = _open_at(monkeypatch, databases, version)
+        try:
+            if version >= 1:
+                assert await _versions(store) == list(range(1, version + 1))
+                for statement in SEED:
+                    await _raw(store, statement, write=True)
+        finally:
+            await store.aclose()
+
+        upgraded = Store.open(target, **options)
+        try:
+            assert await _versions(upgraded) == list(range(1, newest + 1)), f"from {version}"
+            if version >= 1:
+                assert await upgraded.get_items("old") == SEEDED_ITEMS, f"from {version}"
+                (run,) = await upgraded.runs("old")
+                assert (run.user_message, run.assistant_message) == ("hello", "hi there")
+                info = await upgraded.session("old")
+                assert info is not None
+                assert info.title == "Old"
+            # The upgraded database takes new writes on the old history.
+            await upgraded.add_items("old", [user("again"), assistant("sure")])
+            tail = await upgraded.get_items("old", limit=2)
+            assert tail == [user("again"), assistant("sure")]
+        finally:
+            await upgraded.aclose()
+
+
+async def test_reopening_the_newest_version_changes_nothing(databases: Databases) -> None:
+    target, options = databases.new()
+    turnstore.migrate(target, **options)
+    turnstore.migrate(target, **options)
+    with Store.open(target, **options) as store:
+        newest = len(_module(databases.backend).MIGRATIONS)
+        assert await _versions(store) == list(range(1, newest + 1))
+
+
+async def test_a_newer_schema_is_refused(databases: Databases) -> None:
+    target, options = databases.new()
+    with Store.open(target, **options) as store:
+        newest = len(_module(databases.backend).MIGRATIONS)
+        await _raw(
+            store, f"INSERT INTO turnstore_schema (version) VALUES ({newest + 1})", write=True
+        )
+    with pytest.raises(SchemaError, match="upgrade turnstore"):
+        Store.open(target, **options)
+
+
+async def test_concurrent_migrate_from_several_processes(databases: Databases) -> None:
+    target, options = databases.new()
+    ctx = workers.context()
+    start = ctx.Barrier(4)
+    processes = [
+        ctx.Process(target=workers.migrate_process, args=(target, options, start)) for _ in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        await asyncio.to_thread(process.join, 120)
+    assert [process.exitcode for process in processes] == [0] * 4
+    with Store.open(target, **options) as store:
+        newest = len(_module(databases.backend).MIGRATIONS)
+        assert await _versions(store) == list(range(1, newest + 1))  # each step once
+        await store.add_items("s", [user("works")])
+        assert await store.get_items("s") == [user("works")]

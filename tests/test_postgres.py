@@ -1,0 +1,490 @@
+"""What only the PostgreSQL backend does: opening errors, schemas, pools, locks and retries.
+
+Everything both backends share is in the conformance suite (the ``store`` fixture runs it on
+Postgres too); these tests cover the server-specific behaviour around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("psycopg")
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from builders import assistant, call, output, user
+from conftest import POSTGRES_URL, require_postgres, sql
+from turnstore import (
+    ClosedError,
+    ConfigurationError,
+    ConflictError,
+    ConnectionFailedError,
+    SchemaError,
+    StorageError,
+    Store,
+    StructuredSession,
+)
+from turnstore.backends import base
+from turnstore.backends.base import Query
+from turnstore.backends.postgres import PostgresBackend, _connect_error
+
+pytestmark = pytest.mark.postgres
+
+
+def _free_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _url(**parts: str) -> str:
+    """POSTGRES_URL with some of its parts replaced (user, host, port, dbname)."""
+    params = psycopg.conninfo.conninfo_to_dict(POSTGRES_URL)
+    params.update(parts)
+    user_part = params.get("user", "postgres")
+    if "password" in params:
+        user_part += f":{params['password']}"
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    return f"postgresql://{user_part}@{host}:{port}/{params.get('dbname', 'test')}"
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A fresh schema name on the test server, dropped afterwards."""
+    require_postgres()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    _drop(name)
+
+
+def _drop(schema: str) -> None:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema.replace(chr(34), chr(34) * 2)}" CASCADE')
+
+
+def _admin() -> psycopg.Connection[Any]:
+    return psycopg.connect(POSTGRES_URL, autocommit=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening: clear errors, raised by Store.open, naming the problem
+
+
+@pytest.mark.parametrize(
+    ("url", "mentions"),
+    [
+        ("postgresql://[::1/test", "malformed"),
+        ("postgresql://postgres@127.0.0.1:notaport/test", "port"),
+        ("postgresql://%zz@127.0.0.1/test", "malformed"),
+        ("postgresql://127.0.0.1/test?no_such_option=1", "no_such_option"),
+    ],
+)
+def test_malformed_url_is_a_configuration_error(url: str, mentions: str) -> None:
+    with pytest.raises(ConfigurationError, match=mentions) as caught:
+        Store.open(url)
+    assert caught.value.__cause__ is None  # no driver traceback chained on
+
+
+def test_refused_port_names_the_server() -> None:
+    port = _free_port()
+    with pytest.raises(ConnectionFailedError, match="refused") as caught:
+        Store.open(f"postgresql://postgres:s3cret@127.0.0.1:{port}/test", connect_timeout=2)
+    message = str(caught.value)
+    assert f"127.0.0.1:{port}" in message
+    assert "s3cret" not in message  # never the password
+    assert caught.value.__cause__ is None
+
+
+def test_unknown_user_is_named() -> None:
+    require_postgres()
+    with pytest.raises(ConnectionFailedError, match="no_such_user_ts") as caught:
+        Store.open(_url(user="no_such_user_ts"), connect_timeout=2)
+    assert "user name and password" in str(caught.value)
+
+
+def test_missing_database_is_named() -> None:
+    require_postgres()
+    with pytest.raises(ConnectionFailedError, match='database "no_such_db_ts" does not exist'):
+        Store.open(_url(dbname="no_such_db_ts"), connect_timeout=2)
+
+
+def test_wrong_password_message_is_clear() -> None:
+    # The test server trusts every local connection, so no password can be wrong there; this
+    # checks the mapping of libpq's message for it instead.
+    error = _connect_error(
+        psycopg.OperationalError(
+            'connection failed: connection to server at "10.0.0.5", port 5432 failed: FATAL:  '
+            'password authentication failed for user "app"'
+        ),
+        "PostgreSQL at app@10.0.0.5:5432/prod",
+    )
+    assert isinstance(error, ConnectionFailedError)
+    assert 'password authentication failed for user "app"' in str(error)
+    assert "app@10.0.0.5:5432/prod" in str(error)
+
+
+def test_structured_session_opens_a_url() -> None:
+    require_postgres()
+    session = StructuredSession(f"ts-url-{uuid.uuid4().hex}", POSTGRES_URL)
+    try:
+        assert isinstance(session.store.backend, PostgresBackend)
+    finally:
+        session.close()
+
+
+def test_postgres_scheme_alias(schema: str) -> None:
+    with Store.open(POSTGRES_URL.replace("postgresql://", "postgres://"), schema=schema) as store:
+        assert isinstance(store.backend, PostgresBackend)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 64])
+def test_bad_schema_name_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigurationError, match="schema"):
+        PostgresBackend(POSTGRES_URL, schema=bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas
+
+
+async def test_tables_live_in_the_named_schema_created_if_missing() -> None:
+    require_postgres()
+    odd = f'T {uuid.uuid4().hex[:8]} "quoted"'  # needs quoting everywhere
+    try:
+        store = Store.open(POSTGRES_URL, schema=odd)
+        try:
+            await store.add_items("s", [user("hi")])
+            assert await store.get_items("s") == [user("hi")]
+        finally:
+            await store.aclose()
+        with _admin() as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                [odd],
+            ).fetchall()
+            assert {"sessions", "runs", "items", "tool_calls", "turnstore_schema"} <= {
+                row[0] for row in tables
+            }
+            count = conn.execute(
+                f'SELECT count(*) FROM "{odd.replace(chr(34), chr(34) * 2)}".items'
+            ).fetchone()
+            assert count == (1,)
+    finally:
+        _drop(odd)
+
+
+async def test_schemas_are_separate_stores(schema: str) -> None:
+    other = f"{schema}_b"
+    try:
+        with (
+            Store.open(POSTGRES_URL, schema=schema) as one,
+            Store.open(POSTGRES_URL, schema=other) as two,
+        ):
+            await one.add_items("s", [user("in one")])
+            assert await two.get_items("s") == []
+    finally:
+        _drop(other)
+
+
+def test_migrate_false_refuses_an_unmigrated_schema(schema: str) -> None:
+    with pytest.raises(SchemaError, match="behind"):
+        Store.open(POSTGRES_URL, schema=schema, migrate=False)
+    Store.open(POSTGRES_URL, schema=schema).close()
+    Store.open(POSTGRES_URL, schema=schema, migrate=False).close()  # current: fine
+
+
+def test_timestamps_are_aware_utc(schema: str) -> None:
+    async def main() -> None:
+        with Store.open(POSTGRES_URL, schema=schema) as store:
+            await store.add_items("s", [user("hi")])
+            (run,) = await store.runs("s")
+            assert run.created_at.utcoffset() is not None
+            assert run.created_at.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_item_json_is_kept_verbatim(schema: str) -> None:
+    # jsonb would sort these keys and drop the duplicate-looking ordering: the text column
+    # keeps the bytes the SDK wrote.
+    item = {"role": "user", "content": "x", "zeta": 1, "alpha": {"b": 2, "a": [1, "\u0000"]}}
+
+    async def main() -> None:
+        with Store.open(POSTGRES_URL, schema=schema) as store:
+            await store.add_items("s", [item])
+            (got,) = await store.get_items("s")
+            assert list(got) == list(item)
+            assert list(got["alpha"]) == ["b", "a"]
+            assert got == item
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------
+# A pool the caller owns
+
+
+@pytest.fixture
+async def callers_pool() -> AsyncIterator[AsyncConnectionPool[Any]]:
+    require_postgres()
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        POSTGRES_URL, min_size=1, max_size=3, open=False
+    )
+    await pool.open()
+    yield pool
+    await pool.close()
+
+
+async def test_callers_pool_is_used_and_never_closed(
+    callers_pool: AsyncConnectionPool[Any], schema: str
+) -> None:
+    store = Store(PostgresBackend(pool=callers_pool, schema=schema))
+    await store.add_items("s", [user("hi"), assistant("hello")])
+    assert await store.get_items("s") == [user("hi"), assistant("hello")]
+    await store.aclose()
+    with pytest.raises(ClosedError):
+        await store.get_items("s")
+    assert not callers_pool.closed
+    # The caller's connections come back as they were lent: not autocommit, their own path.
+    async with callers_pool.connection() as conn:
+        assert conn.autocommit is False
+        row = await (await conn.execute("SHOW search_path")).fetchone()
+        assert row is not None
+        assert schema not in row[0]
+    # Through Store.open too, where the URL is only a label.
+    with Store.open(POSTGRES_URL, pool=callers_pool, schema=schema) as again:
+        assert await again.get_items("s") == [user("hi"), assistant("hello")]
+    assert not callers_pool.closed
+
+
+async def test_callers_pool_bad_object_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="AsyncConnectionPool"):
+        PostgresBackend(pool=object())  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Locks: one session's writers serialise, other sessions' do not wait
+
+
+def _labelled_store(schema: str) -> Store:
+    """A store whose connections carry the schema's name, to find them in pg_stat_activity."""
+    return Store.open(POSTGRES_URL, schema=schema, connect_kwargs={"application_name": schema})
+
+
+async def _waiting_on_a_lock(schema: str) -> bool:
+    with _admin() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = %s AND wait_event_type = 'Lock'",
+            [schema],
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+async def _hold_session_lock(schema: str, session_id: str) -> psycopg.AsyncConnection[Any]:
+    """A connection holding the row lock of ``session_id``, as a writer mid-batch would."""
+    holder = await psycopg.AsyncConnection.connect(POSTGRES_URL)
+    await holder.execute(f'SET search_path TO "{schema}"')
+    await holder.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id])
+    return holder
+
+
+async def _until_a_writer_waits(schema: str) -> None:
+    for _ in range(600):  # until the server reports a writer waiting for the lock
+        if await _waiting_on_a_lock(schema):
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("no writer ever waited for the session lock")
+
+
+async def test_writers_of_one_session_serialise_and_others_do_not_wait(schema: str) -> None:
+    store = _labelled_store(schema)
+    try:
+        await store.add_items("busy", [user("first")])
+        await store.add_items("free", [user("first")])
+        holder = await _hold_session_lock(schema, "busy")
+
+        # Another session is written at once (bounded wait: a hang fails, it is not timed).
+        await asyncio.wait_for(store.add_items("free", [user("second")]), 30)
+
+        blocked = asyncio.ensure_future(store.add_items("busy", [user("second")]))
+        await _until_a_writer_waits(schema)
+        assert not blocked.done()
+        await holder.rollback()
+        await holder.close()
+        await asyncio.wait_for(blocked, 30)
+        assert await store.get_items("busy") == [user("first"), user("second")]
+    finally:
+        await store.aclose()
+
+
+async def test_a_cancelled_write_leaves_nothing_and_the_store_goes_on(schema: str) -> None:
+    store = _labelled_store(schema)
+    try:
+        await store.add_items("s", [user("first")])
+        holder = await _hold_session_lock(schema, "s")
+        blocked = asyncio.ensure_future(store.add_items("s", [user("cancelled")]))
+        await _until_a_writer_waits(schema)
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        await holder.rollback()
+        await holder.close()
+        await asyncio.wait_for(store.add_items("s", [user("after")]), 30)
+        assert await store.get_items("s") == [user("first"), user("after")]
+    finally:
+        await store.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# Retries: the whole operation again, nothing written twice
+
+
+def _append(store: Store, session_id: str, items: list[Any]) -> base.Op[None]:
+    return base.append(session_id, base.prepare_items(items), store.backend.now())
+
+
+async def test_dropped_connection_is_retried_without_duplicates(schema: str) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema)
+    attempts: list[int] = []
+
+    def op() -> base.Op[None]:
+        attempts.append(1)
+        yield from _append(store, "s", [user("q"), call("c1", "tool"), output("c1", "out")])
+        if len(attempts) == 1:  # the server drops us after the writes, before COMMIT
+            yield Query("SELECT pg_terminate_backend(pg_backend_pid())", raw=True)
+
+    try:
+        await store.backend.run(op, write=True)
+        assert len(attempts) == 2
+        assert await store.get_items("s") == [user("q"), call("c1", "tool"), output("c1", "out")]
+        assert await sql(store, "SELECT count(*) FROM tool_calls") == [(1,)]
+    finally:
+        await store.aclose()
+
+
+async def test_connection_lost_during_commit_is_resolved_by_transaction_status(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema)
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    outcomes: list[bool] = []
+    committed = backend._committed
+
+    async def spy(xid: int) -> bool:
+        outcomes.append(await committed(xid))
+        return outcomes[-1]
+
+    monkeypatch.setattr(backend, "_committed", spy)
+    # A deferred trigger fires inside COMMIT and kills the server process once: the client
+    # loses its connection with COMMIT in flight, the one case where the outcome is unknown.
+    with _admin() as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute("CREATE SEQUENCE kills")
+        conn.execute(
+            """CREATE FUNCTION kill_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('kills') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid());
+                END IF;
+                RETURN NULL;
+            END $$"""
+        )
+        conn.execute(
+            "CREATE CONSTRAINT TRIGGER kill AFTER INSERT ON items"
+            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kill_at_commit()"
+        )
+    attempts: list[int] = []
+
+    def op() -> base.Op[None]:
+        attempts.append(1)
+        yield from _append(store, "s", [user("once")])
+
+    try:
+        await store.backend.run(op, write=True)
+        assert await store.get_items("s") == [user("once")]  # exactly once
+        with _admin() as conn:
+            (fired,) = conn.execute(f'SELECT last_value FROM "{schema}".kills').fetchone() or (0,)
+        assert fired >= 1
+        assert len(outcomes) == 1  # the commit really was cut off, and its fate looked up
+        assert len(attempts) == (1 if outcomes[0] else 2)  # re-run only if it was lost
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("sqlstate", ["serialization_failure", "deadlock_detected"])
+async def test_transient_errors_rerun_the_operation(schema: str, sqlstate: str) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema)
+    attempts: list[int] = []
+
+    def op() -> base.Op[None]:
+        attempts.append(1)
+        yield from _append(store, "s", [user(f"try {len(attempts)}")])
+        if len(attempts) < 3:
+            yield Query(
+                f"DO $$ BEGIN RAISE EXCEPTION 'simulated' USING ERRCODE = '{sqlstate}'; END $$",
+                raw=True,
+            )
+
+    try:
+        await store.backend.run(op, write=True)
+        assert len(attempts) == 3
+        assert await store.get_items("s") == [user("try 3")]
+    finally:
+        await store.aclose()
+
+
+async def test_retries_are_bounded_and_end_in_a_turnstore_error(schema: str) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema, retries=2)
+    attempts: list[int] = []
+
+    def op() -> base.Op[None]:
+        attempts.append(1)
+        yield Query(
+            "DO $$ BEGIN RAISE EXCEPTION 'always' USING ERRCODE = 'serialization_failure'; END $$",
+            raw=True,
+        )
+
+    try:
+        with pytest.raises(ConflictError, match="always"):
+            await store.backend.run(op, write=True)
+        assert len(attempts) == 3
+    finally:
+        await store.aclose()
+
+
+async def test_other_errors_are_not_retried(schema: str) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema)
+    attempts: list[int] = []
+
+    def op() -> base.Op[None]:
+        attempts.append(1)
+        yield from _append(store, "s", [user("lost")])
+        yield Query("SELECT 1 / 0", raw=True)
+
+    try:
+        with pytest.raises(StorageError, match="division by zero"):
+            await store.backend.run(op, write=True)
+        assert len(attempts) == 1
+        assert await store.get_items("s") == []  # rolled back whole
+    finally:
+        await store.aclose()
+
+
+async def test_a_dropped_schema_is_a_schema_error(schema: str) -> None:
+    store = Store.open(POSTGRES_URL, schema=schema)
+    try:
+        _drop(schema)
+        with pytest.raises(SchemaError, match="migrate"):
+            await store.get_items("s")
+    finally:
+        await store.aclose()

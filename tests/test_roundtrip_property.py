@@ -1,0 +1,93 @@
+"""Hypothesis: arbitrary JSON-compatible items come back equal, in order, key order kept.
+
+One store per backend serves every example (a fresh session id each), so that the example
+count stays useful while the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from turnstore import Store, StructuredSession
+
+# Text as the SDK may hand it over: any unicode, including NUL and lone surrogates.
+text = st.text(max_size=20)
+# NaN is not equal to itself; infinities are kept, as json.dumps (and SQLiteSession) keep them.
+scalars = st.none() | st.booleans() | st.floats(allow_nan=False) | text
+# Beyond 64 bits too: JSON has no integer limit and the item is stored verbatim.
+integers = st.integers() | st.integers(min_value=-(2**70), max_value=2**70)
+json_values = st.recursive(
+    scalars | integers,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
+    max_leaves=12,
+)
+items = st.dictionaries(text, json_values, max_size=5) | st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]), "content": json_values}
+)
+batches = st.lists(st.lists(items, max_size=4), min_size=1, max_size=4)
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """Equal, with the same types and the same key order at every level."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_shape(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@pytest.fixture
+def shared_loop_store(
+    open_store: Callable[[], Store],
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Store]]:
+    """One event loop and one store for every example of a test."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop, open_store()
+    finally:
+        loop.close()
+
+
+_ids = itertools.count()
+
+
+@settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(batches=batches)
+def test_items_round_trip_in_order(
+    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store], batches: list[list[Any]]
+) -> None:
+    loop, store = shared_loop_store
+    session = StructuredSession(f"prop-{next(_ids)}", store)
+    written = [item for batch in batches for item in batch]
+
+    async def check() -> None:
+        for batch in batches:
+            await session.add_items(batch)
+        got = await session.get_items()
+        assert got == written
+        assert same_shape(got, written)
+        # Byte for byte what json.dumps made of the input: the SDK's fingerprints match.
+        assert [json.dumps(i) for i in got] == [json.dumps(i) for i in written]
+        assert [json.dumps(i, sort_keys=True) for i in got] == [
+            json.dumps(i, sort_keys=True) for i in written
+        ]
+        if written:
+            tail = len(written) // 2 + 1
+            assert same_shape(await session.get_items(tail), written[-tail:])
+            assert same_shape(await session.pop_item(), written[-1])
+
+    loop.run_until_complete(check())
