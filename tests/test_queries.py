@@ -598,6 +598,28 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
     assert user_hit.run_id == (await store.runs("s1"))[0].id
 
 
+async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Store) -> None:
+    from turnstore.backends.base import INDEX_BATCH
+
+    # More items than one index batch, so that some are indexed on write and some are not.
+    batch = [assistant(f"filler {n}") for n in range(INDEX_BATCH + 5)]
+    await store.add_items("s", [user("first question"), *batch])
+    await store.add_items("s", [assistant("the zebra answer")])
+    assert [hit.role for hit in await store.search("zebra")] == ["assistant"]
+    assert len(await store.search("filler", limit=500)) == INDEX_BATCH + 5
+    # Popping the newest (indexed) item frees its id, which the next item takes again: the
+    # index must drop the old text and learn the new one.
+    await store.search("filler")  # indexes everything
+    assert await store.pop_item("s") == assistant("the zebra answer")
+    assert await store.search("zebra") == []
+    await store.add_items("s", [assistant("the okapi answer")])
+    [hit] = await store.search("okapi")
+    assert "**okapi** answer" in hit.snippet
+    assert await store.search("zebra") == []
+    await store.clear_session("s")
+    assert await store.search("filler") == []
+
+
 async def test_search_filters(store: Store) -> None:
     await build(store)
     everywhere = await store.search("refund")
@@ -936,6 +958,9 @@ async def test_a_version_1_database_upgrades(
     target, options = db_target
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
+        # Statements of later versions that every write now issues (SQLite's search backlog).
+        for name in ("index_backlog", "mark_indexed"):
+            patch.setitem(module.SQL, name, None)
         old = Store.open(target, **options)
         await old.add_items(
             "s",
@@ -947,7 +972,8 @@ async def test_a_version_1_database_upgrades(
         await old.aclose()
     store = Store.open(target, **options)
     try:
-        assert await sql(store, "SELECT max(version) FROM turnstore_schema") == [(2,)]
+        version = len(module.MIGRATIONS)
+        assert await sql(store, "SELECT max(version) FROM turnstore_schema") == [(version,)]
         assert [h.role for h in await store.search("walrus")] == ["user"]
         [failed] = await store.tool_calls(status="failed")
         assert (failed.call_id, failed.error) == ("c1", SDK_ERROR)

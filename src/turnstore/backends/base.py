@@ -31,6 +31,7 @@ from ..items import ItemInfo, classify
 from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall, Usage
 
 __all__ = [
+    "INDEX_BATCH",
     "Backend",
     "Fetch",
     "GraftRun",
@@ -51,6 +52,7 @@ __all__ = [
     "get_run",
     "get_tool_call",
     "graft",
+    "index_backlog",
     "migrate_step",
     "move_head",
     "path_runs",
@@ -542,10 +544,27 @@ def append(
         return  # usage alone, and no run for it to land on
     open_calls = yield from _open_calls(session_id, batch)
     last = yield from _apply_append(session_id, head, batch, open_calls, now, usage)
-    yield from _set_head(session_id, last, now)
+    if last != head.id:  # ensure_session already stamped updated_at
+        yield from _set_head(session_id, last, now)
     if telemetry:
         target = head.id if head.id is not None else last
         yield from _record_telemetry(session_id, target, telemetry)
+    yield from index_backlog(INDEX_BATCH)
+
+
+# How many new items wait before a backend that indexes for search in batches (SQLite's FTS5:
+# each writing transaction costs it as much as the rest of an SDK turn) feeds them in.
+INDEX_BATCH = 64
+
+
+def index_backlog(backlog: int) -> Op[None]:
+    """Feed the search index the items it lacks, if at least ``backlog`` wait (1: any).
+
+    Searches call it first, so they see every committed item; a backend whose index keeps up
+    on its own has no statements for it.
+    """
+    yield Query("index_backlog", {"backlog": backlog})
+    yield Query("mark_indexed", {"backlog": backlog})
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,10 +723,6 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
     """
     title = next((t for t in (_title(run.batch) for run in runs) if t is not None), None)
     original = yield from _lock_session(session_id, now, title)
-    # Search indexes that cost a lot per statement (SQLite's FTS5 writes a segment per
-    # statement) are paused, then fed every new item in one statement, ten times faster.
-    row = yield Query("max_item_id", fetch=Fetch.ONE)
-    yield Query("bulk_index_pause")
     ids: list[int] = []
     # The runs this call wrote, as they stand now: a child needs no query for its parent.
     written: dict[int, _Head] = {}
@@ -730,8 +745,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
         assert last.id is not None
         written[last.id] = _Head(last.id, last.depth, last.item_count, last.resolved_parent_id)
         ids.append(last.id)
-    yield Query("bulk_index", {"after": row[0]})
-    yield Query("bulk_index_resume")
+    yield from index_backlog(1)
     # _apply_append never moves the head: only this does, once.
     yield from _set_head(session_id, ids[head] if head is not None else original.id, now)
     return ids

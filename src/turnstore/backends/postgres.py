@@ -265,7 +265,7 @@ _PATH_ITEMS = """
 
 # Query name -> statement, in psycopg's ``%(name)s`` style (a literal % is written %%). The
 # names are those of sqlite.SQL; base.py's operations say what each must return.
-SQL: dict[str, str] = {
+SQL: dict[str, str | None] = {
     "create_version_table": """CREATE TABLE IF NOT EXISTS turnstore_schema (
         version INTEGER PRIMARY KEY,
         applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
@@ -278,8 +278,8 @@ SQL: dict[str, str] = {
     "ensure_session": """
         INSERT INTO sessions (session_id, title, created_at, updated_at)
         VALUES (%(sid)s, %(title)s, %(now)s, %(now)s)
-        ON CONFLICT (session_id) DO UPDATE SET title = excluded.title
-        WHERE sessions.title IS NULL AND excluded.title IS NOT NULL""",
+        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
+            title = coalesce(sessions.title, excluded.title)""",
     "lock_head": """
         SELECT s.head_run_id, r.depth, r.item_count, r.parent_id,
             EXISTS (SELECT 1 FROM runs c
@@ -426,12 +426,10 @@ SQL: dict[str, str] = {
     "is_ancestor": _PATH_UP.format(stop="")
     + """
         SELECT 1 FROM path WHERE id = %(id)s""",
-    # Bulk writes (base.graft): the search index keeps up per row here; nothing to pause.
-    # Nothing to bulk-index: search_vector is a generated column, kept by every INSERT.
-    "max_item_id": "SELECT 0",
-    "bulk_index_pause": "SELECT 1",
-    "bulk_index": "SELECT 1",
-    "bulk_index_resume": "SELECT 1",
+    # The search index needs no batching here: search_vector is a generated column, kept by
+    # every INSERT, and GIN's pending list already batches its updates.
+    "index_backlog": None,
+    "mark_indexed": None,
     "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s ORDER BY id",
     "session_items": """
         SELECT run_id, id, data FROM items WHERE session_id = %(sid)s
@@ -533,7 +531,7 @@ _RESPONSE_KEYS = {"model": "model", "agent": "agent_name"}
 # ts_headline's options are constants: the marks are queries.SNIPPET_MARKS.
 _HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=8, MaxFragments=1"
 
-QUERY_SQL: dict[str, str] = {
+QUERY_SQL: dict[str, str | None] = {
     **{
         f"sessions_by_{order}" + ("_user" if user else ""): _SESSIONS.format(
             order=order, user="user_id = %(user_id)s AND" if user else ""
@@ -1132,6 +1130,9 @@ class PostgresBackend:
             while True:
                 query = op.send(result)
                 statement = query.name if query.raw else SQL[query.name]
+                if statement is None:  # nothing to do on this backend
+                    result = None if query.fetch is Fetch.ONE else []
+                    continue
                 # No parameters: the text is sent as is (a raw % needs no escaping).
                 cursor = await conn.execute(statement, query.params or None)
                 if query.fetch is Fetch.ONE:

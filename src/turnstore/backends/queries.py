@@ -36,6 +36,7 @@ from .base import (
     Query,
     as_datetime,
     decode_items,
+    index_backlog,
     path_runs,
     session_from_row,
     session_info,
@@ -464,6 +465,7 @@ def search(
     parsed = parse_search(query)
     if not parsed:
         return []
+    yield from index_backlog(1)
     common = {
         "sid": session_id,
         "roles": json.dumps(list(roles)) if roles is not None else None,
