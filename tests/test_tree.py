@@ -7,6 +7,7 @@ would query by hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from builders import assistant, call, output, user
 from conftest import sql
 from turnstore import (
+    ConflictError,
     InvalidOperationError,
     NotFoundError,
     RunNotFoundError,
@@ -594,3 +596,36 @@ async def test_run_without_a_user_message_cannot_be_edited(store: Store, operati
     # The other operations do apply to it.
     await session.checkout(first.id)
     assert await session.get_items() == [assistant("Welcome! Ask me anything.", item_id="m-w")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Two writers moving one head
+
+
+@pytest.mark.parametrize("operation", ["edit", "regenerate", "rewind", "checkout", "delete"])
+async def test_a_stale_expected_head_is_a_conflict(
+    backend_name: str, open_store: Callable[[], Store], operation: str
+) -> None:
+    if backend_name == "sqlite-memory":
+        pytest.skip("one :memory: database cannot be opened twice")
+    # Two stores on one database: two processes, each with its own connection.
+    mine, theirs = StructuredSession("s", open_store()), StructuredSession("s", open_store())
+    r1, r2, r3 = await converse(mine, "q1", "q2", "q3")
+    seen = r3  # what both writers last saw
+    await theirs.edit(r2, "their edit", expected_head=seen)  # they win the race
+    before = await snapshot(theirs.store)
+    moves: dict[str, Any] = {
+        "edit": lambda: mine.edit(r2, "my edit", expected_head=seen),
+        "regenerate": lambda: mine.regenerate(r2, expected_head=seen),
+        "rewind": lambda: mine.rewind(r2, expected_head=seen),
+        "checkout": lambda: mine.checkout(r1, expected_head=seen),
+        "delete": lambda: mine.delete_branch(r3, expected_head=seen),
+    }
+    with pytest.raises(ConflictError, match="another writer moved it first"):
+        await moves[operation]()
+    assert await snapshot(theirs.store) == before
+    assert await path(mine) == ["q1", "their edit"]
+    # With the head it sees now, the same operation goes through.
+    current = (await mine.runs())[-1].id
+    await mine.checkout(r3, expected_head=current)
+    assert await path(mine) == ["q1", "q2", "q3"]

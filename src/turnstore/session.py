@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import SessionPatch
+from .backends.base import ANY_HEAD, ExpectedHead, SessionPatch
 from .errors import ClosedError, InvalidOperationError
 from .model import Branch, Run, SessionInfo, Usage
 from .store import Store, _check_session_id, session_patch
@@ -197,27 +197,41 @@ class StructuredSession:
         """The runs of the active path, oldest first."""
         return await self.store.runs(self.session_id)
 
-    async def edit(self, run_id: int, new_input: str | Mapping[str, Any]) -> Run:
+    async def edit(
+        self,
+        run_id: int,
+        new_input: str | Mapping[str, Any],
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+    ) -> Run:
         """Start a sibling of ``run_id`` whose user message is ``new_input``; it becomes the head.
 
         A str replaces the message's content and keeps its role, type and other keys. Continue
-        with ``Runner.run(agent, [], session=session)``.
+        with ``Runner.run(agent, [], session=session)``. Every tree operation takes
+        ``expected_head``, the head run id you last saw (None: an empty path): when another
+        writer has moved the head since, it raises ``ConflictError`` and changes nothing.
         """
         if new_input is None:  # the store reads None as "regenerate"; an edit needs a value
             raise InvalidOperationError("edit needs a new input: a str or a user message item")
-        return await self.store.fork(self.session_id, run_id, new_input)
+        return await self.store.fork(
+            self.session_id, run_id, new_input, expected_head=expected_head
+        )
 
-    async def regenerate(self, run_id: int) -> Run:
+    async def regenerate(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
         """Start a sibling of ``run_id`` with the same user message; it becomes the head."""
-        return await self.store.fork(self.session_id, run_id, None)
+        return await self.store.fork(self.session_id, run_id, None, expected_head=expected_head)
 
-    async def rewind(self, run_id: int) -> None:
+    async def rewind(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id``'s parent: the next user message starts a sibling."""
-        await self.store.move_head(self.session_id, run_id, to_parent=True)
+        await self.store.move_head(
+            self.session_id, run_id, to_parent=True, expected_head=expected_head
+        )
 
-    async def checkout(self, run_id: int) -> None:
+    async def checkout(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id`` (any run, on any branch)."""
-        await self.store.move_head(self.session_id, run_id, to_parent=False)
+        await self.store.move_head(
+            self.session_id, run_id, to_parent=False, expected_head=expected_head
+        )
 
     async def branches(self) -> list[Branch]:
         """Every leaf of the tree, with its last user message; ``active`` if the head is on it."""
@@ -227,9 +241,9 @@ class StructuredSession:
         """``run_id`` and its alternatives, in creation order."""
         return await self.store.siblings(self.session_id, run_id)
 
-    async def delete_branch(self, run_id: int) -> None:
+    async def delete_branch(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Remove ``run_id``, its descendants and the ancestors no other branch reaches."""
-        await self.store.delete_branch(self.session_id, run_id)
+        await self.store.delete_branch(self.session_id, run_id, expected_head=expected_head)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .backends import base, queries
-from .backends.base import Backend
+from .backends.base import ANY_HEAD, Backend, ExpectedHead
 from .backends.queries import SearchOrder, SessionOrder, UsageGroup
 from .errors import ConfigurationError, InvalidOperationError
 
@@ -222,7 +222,12 @@ class Store:
         return await self.backend.run(lambda: base.path_runs(sid), write=False)
 
     async def fork(
-        self, session_id: str, run_id: int, new_input: str | Mapping[str, Any] | None
+        self,
+        session_id: str,
+        run_id: int,
+        new_input: str | Mapping[str, Any] | None,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (or ``new_input``); it is the head."""
         sid = _check_session_id(session_id)
@@ -231,14 +236,26 @@ class Store:
                 f"new input must be a str or a user message item, got {type(new_input).__name__}"
             )
         now = self.backend.now()
-        return await self.backend.run(lambda: base.fork(sid, run_id, new_input, now), write=True)
+        return await self.backend.run(
+            lambda: base.fork(sid, run_id, new_input, now, expected_head), write=True
+        )
 
-    async def move_head(self, session_id: str, run_id: int, *, to_parent: bool) -> int | None:
+    async def move_head(
+        self,
+        session_id: str,
+        run_id: int,
+        *,
+        to_parent: bool,
+        expected_head: ExpectedHead = ANY_HEAD,
+    ) -> int | None:
         """Point the head at ``run_id`` (``to_parent``: at its parent); returns the new head."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
         return await self.backend.run(
-            lambda: base.move_head(sid, run_id, to_parent=to_parent, now=now), write=True
+            lambda: base.move_head(
+                sid, run_id, to_parent=to_parent, now=now, expected_head=expected_head
+            ),
+            write=True,
         )
 
     async def branches(self, session_id: str) -> list[Branch]:
@@ -303,11 +320,15 @@ class Store:
             return when.isoformat(sep=" ", timespec="microseconds")
         return when
 
-    async def delete_branch(self, session_id: str, run_id: int) -> int | None:
+    async def delete_branch(
+        self, session_id: str, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD
+    ) -> int | None:
         """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(lambda: base.delete_branch(sid, run_id, now), write=True)
+        return await self.backend.run(
+            lambda: base.delete_branch(sid, run_id, now, expected_head), write=True
+        )
 
     # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
 

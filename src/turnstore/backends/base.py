@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any, Protocol, TypeVar
 
 from ..errors import (
+    ConflictError,
     InvalidItemError,
     InvalidOperationError,
     NotFoundError,
@@ -31,8 +32,10 @@ from ..items import ItemInfo, classify
 from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall, Usage
 
 __all__ = [
+    "ANY_HEAD",
     "INDEX_BATCH",
     "Backend",
+    "ExpectedHead",
     "Fetch",
     "GraftRun",
     "Op",
@@ -1085,11 +1088,36 @@ def _edited(original: Mapping[str, Any], new_input: str | Mapping[str, Any]) -> 
     return item
 
 
+class _AnyHead(Enum):
+    ANY = 0
+
+
+ANY_HEAD = _AnyHead.ANY
+"""``expected_head`` default: move the head wherever it is."""
+
+ExpectedHead = int | None | _AnyHead
+
+
+def _lock_expected(session_id: str, now: Any, expected_head: ExpectedHead) -> Op[_Head]:
+    """Lock the session; refuse when its head is not ``expected_head`` (optimistic check)."""
+    head = yield from _lock_session(session_id, now)
+    if expected_head is not ANY_HEAD and head.id != expected_head:
+        raise ConflictError(
+            f"the head of session {session_id!r} is run {head.id}, not run {expected_head}: "
+            "another writer moved it first; nothing was changed"
+        )
+    return head
+
+
 def fork(
-    session_id: str, run_id: int, new_input: str | Mapping[str, Any] | None, now: Any
+    session_id: str,
+    run_id: int,
+    new_input: str | Mapping[str, Any] | None,
+    now: Any,
+    expected_head: ExpectedHead = ANY_HEAD,
 ) -> Op[Run]:
     """Start a sibling of ``run_id`` with its user message, or with that message edited."""
-    yield from _lock_session(session_id, now)
+    yield from _lock_expected(session_id, now, expected_head)
     run = yield from _find_run(session_id, run_id)
     row = yield Query("first_item", {"sid": session_id, "run_id": run.id}, Fetch.ONE)
     original = decode_items([row], session_id) if row is not None else []
@@ -1105,21 +1133,30 @@ def fork(
     return (yield from _find_run(session_id, new_id))
 
 
-def move_head(session_id: str, run_id: int, *, to_parent: bool, now: Any) -> Op[int | None]:
+def move_head(
+    session_id: str,
+    run_id: int,
+    *,
+    to_parent: bool,
+    now: Any,
+    expected_head: ExpectedHead = ANY_HEAD,
+) -> Op[int | None]:
     """Point the head at ``run_id`` (or at its parent: None, the empty path, for a root)."""
-    yield from _lock_session(session_id, now)
+    yield from _lock_expected(session_id, now, expected_head)
     run = yield from _find_run(session_id, run_id)
     target = run.parent_id if to_parent else run.id
     yield from _set_head(session_id, target, now)
     return target
 
 
-def delete_branch(session_id: str, run_id: int, now: Any) -> Op[int | None]:
+def delete_branch(
+    session_id: str, run_id: int, now: Any, expected_head: ExpectedHead = ANY_HEAD
+) -> Op[int | None]:
     """Remove ``run_id``, its descendants, and the ancestors that only they reach.
 
     Returns the new head: unchanged unless it was removed, else the nearest surviving ancestor.
     """
-    head = yield from _lock_session(session_id, now)
+    head = yield from _lock_expected(session_id, now, expected_head)
     run = yield from _find_run(session_id, run_id)
     ancestors = yield Query("ancestors_child_counts", {"sid": session_id, "id": run.id}, Fetch.ALL)
     top, parent_id = run.id, run.parent_id
