@@ -127,3 +127,13 @@ async def sql(store: Store, statement: str, **params: Any) -> list[tuple[Any, ..
 
     result: list[tuple[Any, ...]] = await store.backend.run(op, write=False)
     return result
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_trace_export() -> None:
+    """No test sends traces anywhere (and none warns that it cannot)."""
+    try:
+        from agents import set_tracing_disabled
+    except ImportError:
+        return
+    set_tracing_disabled(True)
