@@ -1,6 +1,6 @@
 """turnstore on PostgreSQL against the Agents SDK's ``SQLAlchemySession``, on the same server.
 
-    .venv/bin/python bench/bench_postgres.py            # the default run (a few minutes)
+    .venv/bin/python bench/bench_postgres.py            # the default run (about a minute)
     .venv/bin/python bench/bench_postgres.py --quick    # a smoke run
     .venv/bin/python bench/bench_postgres.py --url postgresql://user@host/db --json out.json
 

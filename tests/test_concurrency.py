@@ -58,12 +58,25 @@ def _writers() -> list[str]:
     return [f"p{p}c{c}" for p in range(PROCESSES) for c in range(COROUTINES)]
 
 
+# A generous bound on the whole run (a hang fails the test; nothing is timed): 50 ms for
+# each of the run's transactions, as on a busy 2-core machine.
+DEADLINE = 120 + 0.05 * 3 * RUNS * PROCESSES * COROUTINES
+
+
 async def _run_processes(processes: list[Any]) -> None:
     for process in processes:
         process.start()
-    for process in processes:
-        await asyncio.to_thread(process.join, 600)
-    assert [process.exitcode for process in processes] == [0] * len(processes)
+    try:
+        deadline = asyncio.get_running_loop().time() + DEADLINE
+        for process in processes:
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            await asyncio.to_thread(process.join, remaining)
+        assert [process.exitcode for process in processes] == [0] * len(processes)
+    finally:
+        for process in processes:  # none outlives the test (its database is dropped next)
+            if process.is_alive():
+                process.kill()
+                process.join()
 
 
 def _check_batches(tags: list[str], writers: list[str]) -> None:

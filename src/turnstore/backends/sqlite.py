@@ -674,6 +674,9 @@ class SQLiteBackend:
             # Sorts stay in memory: a full path read sorts every item of the path (payload
             # included), and spilling that to temporary files made it ~10% slower (bench/).
             conn.execute("PRAGMA temp_store = MEMORY")
+            # A 32 MiB page cache (the default is 2 MiB) keeps the index pages that every
+            # write and path read touches in the process, not behind a system call.
+            conn.execute("PRAGMA cache_size = -32768")
         except sqlite3.Error as exc:
             raise _driver_error(exc, self.path) from exc
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):
