@@ -629,3 +629,28 @@ async def test_a_stale_expected_head_is_a_conflict(
     current = (await mine.runs())[-1].id
     await mine.checkout(r3, expected_head=current)
     assert await path(mine) == ["q1", "q2", "q3"]
+
+
+async def test_item_ids_rise_along_every_branch(store: Store) -> None:
+    # The SQLite backend reads a path in item-id order: that must equal (depth, position).
+    session = StructuredSession("s", store)
+    r1, r2, r3, _ = await converse(session, "q1", "q2", "q3", "q4")
+    await session.checkout(r2)
+    await session.add_items([assistant("more on q2", item_id="m-more")])
+    await session.edit(r3, "q3 again")
+    await session.add_items([assistant("answer to q3 again", item_id="m-a3")])
+    await session.checkout(r1)
+    assert await session.pop_item() is not None  # r1 is shared: a copy without its last item
+    await converse(session, "q5")
+    for branch in await session.branches():
+        await session.checkout(branch.leaf_run_id)
+        rows = await sql(
+            store,
+            "SELECT i.id FROM items i JOIN runs r ON r.id = i.run_id WHERE r.id IN ({ids})"
+            " ORDER BY r.depth, i.position".replace(
+                "{ids}", ",".join(str(run.id) for run in await session.runs())
+            ),
+        )
+        ids = [row[0] for row in rows]
+        assert ids == sorted(ids), branch
+        assert len(ids) == len(await session.get_items())

@@ -290,14 +290,17 @@ SQL: dict[str, str | None] = {
         UPDATE tool_calls SET output = :output, status = :status, error = :error,
             output_item_id = :output_item_id, completed_at = :now
         WHERE id = :id""",
+    # Along any path, item ids rise with (depth, position): items only ever join a run that
+    # has no children yet (base._plan), and a run's items are written in position order. So
+    # the path is sorted by id alone, which SQLite sorts about twice as fast (bench/).
     "path_items": _PATH_UP.format(stop="")
     + """
         SELECT i.id, i.data FROM path JOIN items i ON i.run_id = path.id
-        ORDER BY path.depth, i.position""",
+        ORDER BY i.id""",
     "path_items_tail": _PATH_UP.format(stop="WHERE path.seen < :limit")
     + """
         SELECT i.id, i.data FROM path JOIN items i ON i.run_id = path.id
-        ORDER BY path.depth DESC, i.position DESC LIMIT :limit""",
+        ORDER BY i.id DESC LIMIT :limit""",
     "path_runs": _PATH_UP.format(stop="")
     + f"""
         SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
