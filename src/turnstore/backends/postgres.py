@@ -1131,7 +1131,7 @@ class PostgresBackend:
                 query = op.send(result)
                 statement = query.name if query.raw else SQL[query.name]
                 if statement is None:  # nothing to do on this backend
-                    result = None if query.fetch is Fetch.ONE else []
+                    result = [] if query.fetch is Fetch.ALL else None
                     continue
                 # No parameters: the text is sent as is (a raw % needs no escaping).
                 cursor = await conn.execute(statement, query.params or None)

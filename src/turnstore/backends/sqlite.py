@@ -694,7 +694,7 @@ class SQLiteBackend:
                 query = op.send(result)
                 statement = query.name if query.raw else SQL[query.name]
                 if statement is None:  # nothing to do on this backend
-                    result = None if query.fetch is Fetch.ONE else []
+                    result = [] if query.fetch is Fetch.ALL else None
                     continue
                 cursor = execute(statement, query.params)
                 if query.fetch is Fetch.ONE:
