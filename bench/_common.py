@@ -252,6 +252,40 @@ class Contender:
     create: Callable[[str], Database]
 
 
+D = TypeVar("D", bound=Database)
+
+
+async def open_all(
+    contenders: Sequence[Contender],
+    label: str,
+    items: Sequence[Item],
+    kind: type[D] = Database,  # type: ignore[assignment]
+) -> dict[str, D]:
+    """A fresh database of each contender (by name), each holding ``items`` as history.
+
+    ``kind`` is the Database subclass the contenders create. If one fails to open, those
+    already open are closed.
+    """
+    dbs: dict[str, D] = {}
+    try:
+        for contender in contenders:
+            db = contender.create(label)
+            assert isinstance(db, kind)
+            dbs[contender.name] = db
+            if items:
+                await db.add_history("bench", items)
+    except BaseException:
+        await close_all(dbs)
+        raise
+    return dbs
+
+
+async def close_all(dbs: Mapping[Any, Database]) -> None:
+    """Close every database of ``dbs``."""
+    for db in dbs.values():
+        await db.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Timing
 

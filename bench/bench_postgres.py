@@ -33,6 +33,7 @@ from _common import (
     Contender,
     Database,
     Results,
+    close_all,
     environment,
     fill_store,
     flatten,
@@ -41,6 +42,7 @@ from _common import (
     make_turns,
     measure_side_by_side,
     medians_table,
+    open_all,
     reader,
     turn_writer,
     write_json,
@@ -185,28 +187,6 @@ def sqlalchemy_contender(url: str, max_size: int) -> Contender:
     return Contender(SQLALCHEMY, create)
 
 
-async def _open_all(
-    contenders: Sequence[Contender], label: str, items: Sequence[Any]
-) -> dict[str, PgDatabase]:
-    dbs: dict[str, PgDatabase] = {}
-    try:
-        for contender in contenders:
-            db = contender.create(label)
-            assert isinstance(db, PgDatabase)
-            dbs[contender.name] = db
-            if items:
-                await db.add_history("bench", items)
-    except BaseException:
-        await _close_all(dbs)
-        raise
-    return dbs
-
-
-async def _close_all(dbs: dict[str, PgDatabase]) -> None:
-    for db in dbs.values():
-        await db.close()
-
-
 # ---------------------------------------------------------------------------------------------
 # Cases
 
@@ -217,7 +197,7 @@ async def history_cases(
     """Writes of one turn, full reads and the last-20 read, each on a session of its size."""
     for size in sorted({*config.history_sizes, config.write_size, config.tail_size}):
         log(f"  history of {size:,} items")
-        dbs = await _open_all(contenders, f"h{size}", history(size))
+        dbs = await open_all(contenders, f"h{size}", history(size), PgDatabase)
         try:
             sessions = {name: db.session("bench") for name, db in dbs.items()}
             if size in config.history_sizes:
@@ -246,7 +226,7 @@ async def history_cases(
                 for name, timing in timings.items():
                     results.add(f"write turn @{size}", name, timing, "3 add_items, 4 items")
         finally:
-            await _close_all(dbs)
+            await close_all(dbs)
 
 
 async def branch_and_search_cases(
@@ -254,7 +234,7 @@ async def branch_and_search_cases(
 ) -> None:
     """On a session of ``branch_runs`` turns: branch at its middle, and search a phrase."""
     runs = config.branch_runs
-    dbs = await _open_all(contenders, f"b{runs}", flatten(make_turns(runs)))
+    dbs = await open_all(contenders, f"b{runs}", flatten(make_turns(runs)), PgDatabase)
     try:
         ours = dbs[TURNSTORE].session("bench")
         middle = (await ours.runs())[runs // 2]
@@ -312,7 +292,7 @@ async def branch_and_search_cases(
             note = "full-text, ranked" if name == TURNSTORE else "ILIKE over the JSON"
             results.add(f"search @{runs} runs", name, timing, f"{note}; {found[name]} hits")
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
 
 
 async def _throughput(db: Database, writers: int, turns: int) -> float:
@@ -330,7 +310,7 @@ async def throughput_case(
 ) -> list[dict[str, Any]]:
     """Runs per second with each number of concurrent writers; the contenders alternate."""
     rows = []
-    dbs = await _open_all(contenders, "tput", [])
+    dbs = await open_all(contenders, "tput", [], PgDatabase)
     try:
         for writers in config.writers:
             row: dict[str, Any] = {"writers": writers}
@@ -339,7 +319,7 @@ async def throughput_case(
             log(f"  {writers} writers: " + ", ".join(f"{n} {row[n]:.0f}/s" for n in dbs))
             rows.append(row)
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
     return rows
 
 

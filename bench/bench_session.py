@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from _common import (
     Item,
     Results,
     Target,
+    close_all,
     environment,
     fill_store,
     flatten,
@@ -37,6 +38,7 @@ from _common import (
     make_turns,
     measure_side_by_side,
     medians_table,
+    open_all,
     reader,
     targets_table,
     turn_writer,
@@ -195,25 +197,6 @@ def advanced_session_contender(directory: Path) -> Contender:
 # Cases: each builds one database per contender, then times them side by side
 
 
-async def _open_all(
-    contenders: Sequence[Contender], label: str, items: Sequence[Item]
-) -> dict[str, Database]:
-    dbs: dict[str, Database] = {}
-    try:
-        for contender in contenders:
-            dbs[contender.name] = db = contender.create(label)
-            await db.add_history("bench", items)
-    except BaseException:
-        await _close_all(dbs)
-        raise
-    return dbs
-
-
-async def _close_all(dbs: Mapping[Any, Database]) -> None:
-    for db in dbs.values():
-        await db.close()
-
-
 Key = tuple[str, str]  # (case, contender)
 
 
@@ -251,7 +234,7 @@ async def history_cases(contenders: Sequence[Contender], config: Config, results
             for contender in contenders:
                 if contender.name == TURNSTORE_DURABLE and size not in config.write_sizes:
                     continue
-                opened = await _open_all([contender], f"history-{size}", history(size))
+                opened = await open_all([contender], f"history-{size}", history(size))
                 dbs[(str(size), contender.name)] = opened[contender.name]
         sessions = {key: db.session("bench") for key, db in dbs.items()}
         readers = {key: s for key, s in sessions.items() if key[1] != TURNSTORE_DURABLE}
@@ -279,7 +262,7 @@ async def history_cases(contenders: Sequence[Contender], config: Config, results
             note="3 add_items, 4 items",
         )
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
 
 
 def crowded_case(config: Config) -> str:
@@ -324,7 +307,7 @@ async def tail_cases(
     try:
         dbs.update(
             ((alone, name), db)
-            for name, db in (await _open_all(contenders, "tail", history(config.tail_size))).items()
+            for name, db in (await open_all(contenders, "tail", history(config.tail_size))).items()
         )
         count = 0
         for contender in contenders:
@@ -343,7 +326,7 @@ async def tail_cases(
             warmup=config.warmup,
         )
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
 
 
 async def branch_cases(
@@ -364,7 +347,7 @@ async def branch_cases(
     try:
         for runs in config.branch_runs:
             case = f"branch mid @{runs} runs"
-            opened = await _open_all([ours, advanced], f"branch-{runs}", flatten(make_turns(runs)))
+            opened = await open_all([ours, advanced], f"branch-{runs}", flatten(make_turns(runs)))
             dbs.update({(case, name): db for name, db in opened.items()})
             mine = opened[ours.name].session("bench")
             path = await mine.runs()
@@ -381,7 +364,7 @@ async def branch_cases(
             between=between,
         )
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
 
 
 def _editor(session: Any, run_id: int) -> Action:
@@ -446,7 +429,7 @@ async def edited_tail_case(
 ) -> None:
     """get_items(limit=20) at the end of a session of ``edited_runs`` runs edited ``edits``
     times (turnstore), against ``SQLiteSession`` on a flat session of the same length."""
-    dbs = await _open_all([sdk], "flat", history(config.edited_runs * ITEMS_PER_TURN))
+    dbs = await open_all([sdk], "flat", history(config.edited_runs * ITEMS_PER_TURN))
     try:
         dbs[ours.name] = db = ours.create("edited")
         session = db.session("bench")
@@ -467,7 +450,7 @@ async def edited_tail_case(
         for name, timing in timings.items():
             results.add(edited_case(config), name, timing, "flat" if name == sdk.name else "")
     finally:
-        await _close_all(dbs)
+        await close_all(dbs)
 
 
 def edited_case(config: Config) -> str:
