@@ -17,6 +17,7 @@ from conftest import sql
 from turnstore import (
     ConflictError,
     InvalidOperationError,
+    NewRun,
     NotFoundError,
     RunNotFoundError,
     Store,
@@ -631,8 +632,8 @@ async def test_a_stale_expected_head_is_a_conflict(
     assert await path(mine) == ["q1", "q2", "q3"]
 
 
-async def test_item_ids_rise_along_every_branch(store: Store) -> None:
-    # The SQLite backend reads a path in item-id order: that must equal (depth, position).
+async def test_run_ids_rise_along_every_branch(store: Store) -> None:
+    # SQLite reads a path in run-id order (sqlite.SQL["path_items"]): that must be depth order.
     session = StructuredSession("s", store)
     r1, r2, r3, _ = await converse(session, "q1", "q2", "q3", "q4")
     await session.checkout(r2)
@@ -642,15 +643,15 @@ async def test_item_ids_rise_along_every_branch(store: Store) -> None:
     await session.checkout(r1)
     assert await session.pop_item() is not None  # r1 is shared: a copy without its last item
     await converse(session, "q5")
+    await store.add_runs(
+        "s", [NewRun([user("grafted")], parent_id=r1), NewRun([user("below")], parent=0)]
+    )
     for branch in await session.branches():
         await session.checkout(branch.leaf_run_id)
-        rows = await sql(
-            store,
-            "SELECT i.id FROM items i JOIN runs r ON r.id = i.run_id WHERE r.id IN ({ids})"
-            " ORDER BY r.depth, i.position".replace(
-                "{ids}", ",".join(str(run.id) for run in await session.runs())
-            ),
-        )
-        ids = [row[0] for row in rows]
+        runs = await session.runs()
+        assert [run.depth for run in runs] == list(range(len(runs))), branch
+        ids = [run.id for run in runs]
         assert ids == sorted(ids), branch
-        assert len(ids) == len(await session.get_items())
+        items = await session.get_items()
+        assert len(items) == sum(run.item_count for run in runs)
+        assert await session.get_items(limit=3) == items[-3:]

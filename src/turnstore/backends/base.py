@@ -19,6 +19,8 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from ..errors import (
     ConflictError,
     InvalidItemError,
@@ -166,30 +168,46 @@ def prepare_items(items: Sequence[Any]) -> list[PreparedItem]:
     return prepared
 
 
+_fast_loads = msgspec.json.Decoder().decode
+
+
+def _loads_item(data: str | bytes) -> Any:
+    """Decode one stored item's JSON exactly as ``json.loads`` would.
+
+    msgspec decodes 3-6x faster than ``json`` (and leaves the result out of the garbage
+    collector's way), with the same values, key order and integers of any size. What it
+    refuses and ``json.dumps`` can write (NaN, Infinity, lone surrogates) goes to ``json``.
+    """
+    try:
+        return _fast_loads(data)
+    except (ValueError, RecursionError):
+        return json.loads(data)
+
+
 def decode_items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Any]:
     """Decode stored item JSON (the last column of each row), skipping corrupt rows.
 
-    One ``json.loads`` over the joined rows is about twice as fast as one per row; the per-row
-    path only runs when that fails, so that one corrupt row never hides the rest.
+    The column is ``bytes`` where the backend can return it so (msgspec reads UTF-8 directly,
+    2-3x faster than from ``str``). One corrupt row never hides the rest: it is logged (by its
+    id, the first column, where the row has one) and left out.
     """
-    if not rows:
-        return []
     try:
-        items = json.loads("[" + ",".join([row[-1] for row in rows]) + "]")
-        if len(items) == len(rows) and all(type(item) is dict for item in items):
-            return list(items)
-    except (ValueError, TypeError):
+        items = [_fast_loads(row[-1]) for row in rows]
+        if all(type(item) is dict for item in items):
+            return items
+    except (ValueError, TypeError, RecursionError):
         pass
     decoded = []
-    for row in rows:
+    for index, row in enumerate(rows):
         try:
-            item = json.loads(row[-1])
-        except (ValueError, TypeError):
+            item = _loads_item(row[-1])
+        except (ValueError, TypeError, RecursionError):
             item = None
         if type(item) is dict:
             decoded.append(item)
         else:
-            log.warning("skipping corrupt item %r of session %r", row[0], session_id)
+            where = f"id {row[0]}" if len(row) > 1 else f"number {index + 1} of the path"
+            log.warning("skipping corrupt item (%s) of session %r", where, session_id)
     return decoded
 
 
@@ -214,6 +232,7 @@ class _PlanRun:
     user_message: str | None = None
     assistant_message: str | None = None
     assistant_changed: bool = False
+    newest_item_id: int | None = None  # the id of the last item this append wrote to it
 
     @property
     def resolved_parent_id(self) -> int | None:
@@ -249,6 +268,9 @@ class _Head:
     item_count: int = 0
     parent_id: int | None = None
     has_children: bool = False
+    # Through which item id the search index is fed, where a backend feeds it in batches
+    # (SQLite); read with the lock, so that an append knows whether to feed it.
+    indexed_through: int | None = None
 
 
 def _call_status(info: ItemInfo) -> str:
@@ -446,7 +468,7 @@ def _apply_append_run(
             },
             Fetch.ONE,
         )
-        item.id = row[0]
+        item.id = item.run.newest_item_id = row[0]
     for call in calls:
         info = call.info
         yield Query(
@@ -513,10 +535,21 @@ def _lock_session(
     With ``create=False`` a session that does not exist is left uncreated (its head reads as
     empty): popping from, or adding nothing to, an unknown session must not catalogue it.
     """
+    row = None
     if create:
-        yield Query("ensure_session", {"sid": session_id, "now": now, "title": title})
-    row = yield Query("lock_head", {"sid": session_id}, Fetch.ONE)
-    return _Head(*row) if row is not None and row[0] is not None else _Head(None)
+        params = {"sid": session_id, "now": now, "title": title}
+        # One statement where the backend can (SQLite: an upsert that returns the head).
+        # Postgres has none: RETURNING would read the head's run from the snapshot taken
+        # before the statement waited for the row lock, so it locks first and reads after.
+        row = yield Query("upsert_head", params, Fetch.ONE)
+        if row is None:
+            yield Query("ensure_session", params)
+    if row is None:
+        row = yield Query("lock_head", {"sid": session_id}, Fetch.ONE)
+    if row is None:
+        return _Head(None)
+    head = _Head(*row)
+    return head if head.id is not None else _Head(None, indexed_through=head.indexed_through)
 
 
 def _set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
@@ -546,13 +579,20 @@ def append(
     if head.id is None and not batch:
         return  # usage alone, and no run for it to land on
     open_calls = yield from _open_calls(session_id, batch)
-    last = yield from _apply_append(session_id, head, batch, open_calls, now, usage)
-    if last != head.id:  # ensure_session already stamped updated_at
-        yield from _set_head(session_id, last, now)
+    last = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
+    assert last.id is not None
+    if last.id != head.id:  # ensure_session already stamped updated_at
+        yield from _set_head(session_id, last.id, now)
     if telemetry:
-        target = head.id if head.id is not None else last
+        target = head.id if head.id is not None else last.id
         yield from _record_telemetry(session_id, target, telemetry)
-    yield from index_backlog(INDEX_BATCH)
+    newest = last.newest_item_id
+    if (
+        head.indexed_through is not None
+        and newest is not None
+        and newest - head.indexed_through >= INDEX_BATCH
+    ):
+        yield from index_backlog()
 
 
 # How many new items wait before a backend that indexes for search in batches (SQLite's FTS5:
@@ -560,14 +600,15 @@ def append(
 INDEX_BATCH = 64
 
 
-def index_backlog(backlog: int) -> Op[None]:
-    """Feed the search index the items it lacks, if at least ``backlog`` wait (1: any).
+def index_backlog() -> Op[None]:
+    """Feed the search index every item it lacks.
 
-    Searches call it first, so they see every committed item; a backend whose index keeps up
-    on its own has no statements for it.
+    Searches call it first, so they see every committed item; appends call it once
+    ``INDEX_BATCH`` items wait. A backend whose index keeps up on its own has no statements
+    for it.
     """
-    yield Query("index_backlog", {"backlog": backlog})
-    yield Query("mark_indexed", {"backlog": backlog})
+    yield Query("index_backlog")
+    yield Query("mark_indexed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -748,7 +789,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
         assert last.id is not None
         written[last.id] = _Head(last.id, last.depth, last.item_count, last.resolved_parent_id)
         ids.append(last.id)
-    yield from index_backlog(1)
+    yield from index_backlog()
     # _apply_append never moves the head: only this does, once.
     yield from _set_head(session_id, ids[head] if head is not None else original.id, now)
     return ids
@@ -762,9 +803,9 @@ def get_items(session_id: str, limit: int | None) -> Op[list[Any]]:
     """The newest ``limit`` items of the active path (all when None), oldest first."""
     if limit is None:
         rows = yield Query("path_items", {"sid": session_id}, Fetch.ALL)
-        return decode_items(rows, session_id)
-    rows = yield Query("path_items_tail", {"sid": session_id, "limit": limit}, Fetch.ALL)
-    rows.reverse()
+    else:  # newest first
+        rows = yield Query("path_items_tail", {"sid": session_id, "limit": limit}, Fetch.ALL)
+        rows.reverse()
     return decode_items(rows, session_id)
 
 

@@ -288,6 +288,8 @@ SQL: dict[str, str | None] = {
         LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
         WHERE s.session_id = %(sid)s
         FOR UPDATE OF s""",
+    # Locked by ensure_session, read by lock_head: see base._lock_session.
+    "upsert_head": None,
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s
         WHERE session_id = %(sid)s""",

@@ -465,7 +465,7 @@ def search(
     parsed = parse_search(query)
     if not parsed:
         return []
-    yield from index_backlog(1)
+    yield from index_backlog()
     common = {
         "sid": session_id,
         "roles": json.dumps(list(roles)) if roles is not None else None,

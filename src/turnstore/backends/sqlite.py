@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import sqlite3
 import threading
 import time
@@ -32,6 +33,7 @@ from .queries import ORDERS
 __all__ = ["MIGRATIONS", "SQL", "SQLiteBackend", "now"]
 
 T = TypeVar("T")
+log = logging.getLogger("turnstore")
 
 # The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -232,6 +234,13 @@ WITH RECURSIVE path (id, parent_id, depth, seen) AS (
     {stop}
 )"""
 
+_ENSURE_SESSION = """
+        INSERT INTO sessions (session_id, title, created_at, updated_at)
+        VALUES (:sid, :title, :now, :now)
+        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
+            title = coalesce(sessions.title, excluded.title)"""
+_INDEXED_THROUGH = "(SELECT indexed_through FROM items_fts_state)"
+
 SQL: dict[str, str | None] = {
     "create_version_table": """CREATE TABLE IF NOT EXISTS turnstore_schema (
         version INTEGER PRIMARY KEY,
@@ -241,14 +250,20 @@ SQL: dict[str, str | None] = {
     "version_table_exists": """
         SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turnstore_schema'""",
     "record_version": "INSERT INTO turnstore_schema (version) VALUES (:version)",
-    "ensure_session": """
-        INSERT INTO sessions (session_id, title, created_at, updated_at)
-        VALUES (:sid, :title, :now, :now)
-        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
-            title = coalesce(sessions.title, excluded.title)""",
-    "lock_head": """
+    # BEGIN IMMEDIATE already holds the database's write lock: creating the session and
+    # reading its head is one statement.
+    "upsert_head": f"""
+        {_ENSURE_SESSION}
+        RETURNING head_run_id,
+            (SELECT depth FROM runs WHERE id = head_run_id),
+            (SELECT item_count FROM runs WHERE id = head_run_id),
+            (SELECT parent_id FROM runs WHERE id = head_run_id),
+            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id),
+            {_INDEXED_THROUGH}""",
+    "ensure_session": _ENSURE_SESSION,
+    "lock_head": f"""
         SELECT s.head_run_id, r.depth, r.item_count, r.parent_id,
-            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
+            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id), {_INDEXED_THROUGH}
         FROM sessions s LEFT JOIN runs r ON r.id = s.head_run_id
         WHERE s.session_id = :sid""",
     "set_head": """
@@ -290,17 +305,19 @@ SQL: dict[str, str | None] = {
         UPDATE tool_calls SET output = :output, status = :status, error = :error,
             output_item_id = :output_item_id, completed_at = :now
         WHERE id = :id""",
-    # Along any path, item ids rise with (depth, position): items only ever join a run that
-    # has no children yet (base._plan), and a run's items are written in position order. So
-    # the path is sorted by id alone, which SQLite sorts about twice as fast (bench/).
+    # A run's id is larger than its parent's (it is written after it), so a path in run-id
+    # order is in depth order: SQLite walks the (run_id, position) index through the path's
+    # run ids in order and sorts nothing. Item JSON is read as bytes (CAST), which msgspec
+    # decodes without a str in between; the full read leaves the id out (a column less to
+    # build for every item).
     "path_items": _PATH_UP.format(stop="")
     + """
-        SELECT i.id, i.data FROM path JOIN items i ON i.run_id = path.id
-        ORDER BY i.id""",
+        SELECT CAST(data AS BLOB) FROM items WHERE run_id IN (SELECT id FROM path)
+        ORDER BY run_id, position""",
     "path_items_tail": _PATH_UP.format(stop="WHERE path.seen < :limit")
     + """
-        SELECT i.id, i.data FROM path JOIN items i ON i.run_id = path.id
-        ORDER BY i.id DESC LIMIT :limit""",
+        SELECT id, CAST(data AS BLOB) FROM items WHERE run_id IN (SELECT id FROM path)
+        ORDER BY run_id DESC, position DESC LIMIT :limit""",
     "path_runs": _PATH_UP.format(stop="")
     + f"""
         SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
@@ -364,16 +381,12 @@ SQL: dict[str, str | None] = {
     "is_ancestor": _PATH_UP.format(stop="")
     + """
         SELECT 1 FROM path WHERE id = :id""",
-    # Migration 3: the items not yet in the search index, once at least :backlog wait.
-    "index_backlog": """
+    # Migration 3: feed the search index the items it lacks.
+    "index_backlog": f"""
         INSERT INTO items_fts (rowid, text)
-        SELECT id, text FROM items
-        WHERE id > (SELECT indexed_through FROM items_fts_state) AND text IS NOT NULL
-          AND (SELECT coalesce(max(id), 0) FROM items)
-              - (SELECT indexed_through FROM items_fts_state) >= :backlog""",
+        SELECT id, text FROM items WHERE id > {_INDEXED_THROUGH} AND text IS NOT NULL""",
     "mark_indexed": """
-        UPDATE items_fts_state SET indexed_through = (SELECT coalesce(max(id), 0) FROM items)
-        WHERE (SELECT coalesce(max(id), 0) FROM items) - indexed_through >= :backlog""",
+        UPDATE items_fts_state SET indexed_through = (SELECT coalesce(max(id), 0) FROM items)""",
     "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid ORDER BY id",
     # Through runs (indexed by session) so that items need no session index of their own.
     "session_items": """
@@ -627,6 +640,56 @@ def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
             time.sleep(0.01)
 
 
+class _Checkpointer:
+    """Checkpoints a WAL database from a thread and connection of its own.
+
+    SQLite's automatic checkpoint runs inside the commit that crosses its threshold: one append
+    in ~30 turns paid for copying ~1,000 pages into the database and an fsync (5-10 ms, and
+    ~200 us per turn on average; bench/). Here a commit only pokes this thread, which copies
+    them on the other core, at most once per ``INTERVAL`` seconds. A passive checkpoint never
+    waits for readers or writers, and the writer's own automatic checkpoint stays on at a
+    higher threshold (``FALLBACK_PAGES``) in case this one cannot keep up.
+    """
+
+    INTERVAL = 0.05
+    FALLBACK_PAGES = 10_000
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="turnstore-checkpoint", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Ask for a checkpoint soon (cheap when one is already asked for)."""
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            while True:
+                self._wake.wait()
+                if self._stop.is_set():
+                    return
+                self._wake.clear()
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # nothing is lost: the next checkpoint retries
+                    log.warning("checkpoint of %s failed: %s", self._path, exc)
+                if self._stop.wait(self.INTERVAL):
+                    return
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Stop the thread (a checkpoint under way finishes first)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+
+
 class SQLiteBackend:
     """A SQLite database file (or ``:memory:``), served by one worker thread."""
 
@@ -644,6 +707,7 @@ class SQLiteBackend:
         self._lock = threading.Lock()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
+        self._checkpointer: _Checkpointer | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "turnstore-sqlite")
         try:
             self._executor.submit(self._open, busy_timeout, durable).result()
@@ -672,10 +736,11 @@ class SQLiteBackend:
         try:
             if self.path != ":memory:":
                 _set_wal(conn, busy_timeout)
+                conn.execute(f"PRAGMA wal_autocheckpoint = {_Checkpointer.FALLBACK_PAGES}")
             conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
             conn.execute("PRAGMA foreign_keys = ON")
-            # Sorts stay in memory: a full path read sorts every item of the path (payload
-            # included), and spilling that to temporary files made it ~10% slower (bench/).
+            # Sorts (tail reads, the viewer's windows, analytics) stay in memory: spilling
+            # them to temporary files made reads ~10% slower (bench/).
             conn.execute("PRAGMA temp_store = MEMORY")
             # A 32 MiB page cache (the default is 2 MiB) keeps the index pages that every
             # write and path read touches in the process, not behind a system call.
@@ -684,6 +749,8 @@ class SQLiteBackend:
             raise _driver_error(exc, self.path) from exc
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):
             pass
+        if self.path != ":memory:":
+            self._checkpointer = _Checkpointer(self.path)
 
     def _drive(self, op: Op[T]) -> T:
         assert self._conn is not None
@@ -714,6 +781,8 @@ class SQLiteBackend:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             result = self._drive(op())
             conn.execute("COMMIT")
+            if write and self._checkpointer is not None:
+                self._checkpointer.poke()
             return result
         except BaseException as exc:
             if conn.in_transaction:
@@ -731,6 +800,9 @@ class SQLiteBackend:
         return await asyncio.wrap_future(future)
 
     def _close_connection(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
