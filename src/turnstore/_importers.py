@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.base import GraftRun, _dumps, prepare_items
+from .backends.base import GraftRun, _dumps, loads_item, prepare_items
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -136,8 +136,8 @@ def _decode(data: Any) -> dict[str, Any] | None:
     if isinstance(data, bytes):
         data = data.decode("utf-8", "surrogatepass")
     try:
-        item = json.loads(data)
-    except (TypeError, ValueError):
+        item = loads_item(data)
+    except (TypeError, ValueError, RecursionError):
         return None
     return item if type(item) is dict else None
 

@@ -231,6 +231,16 @@ MIGRATIONS: list[list[str]] = [
         JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id
         JOIN sessions s ON s.session_id = t.session_id""",
     ],
+    # 3: the per-user catalogue indexes leave out sessions without a user, so that a write
+    # to such a session (the SDK's default) maintains one index on updated_at, not two.
+    [
+        "DROP INDEX sessions_user_created",
+        """CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)
+        WHERE user_id IS NOT NULL""",
+        "DROP INDEX sessions_user_updated",
+        """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
+        WHERE user_id IS NOT NULL""",
+    ],
 ]
 
 # The active path, walked from the head up through parent_id (see sqlite.py for why): each
