@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -620,6 +621,38 @@ async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Sto
     assert await store.search("filler") == []
 
 
+async def test_sqlite_appends_feed_the_index_in_batches(tmp_path: Any) -> None:
+    from turnstore.backends.base import INDEX_BATCH
+
+    async def indexed_through(store: Store) -> int:
+        [(value,)] = await sql(store, "SELECT indexed_through FROM items_fts_state")
+        return int(value)
+
+    with Store.open(tmp_path / "t.db") as store:
+        await store.add_items("s", [user("q")])
+        for n in range(INDEX_BATCH - 2):
+            await store.add_items("s", [assistant(f"a{n}")])
+        assert await indexed_through(store) == 0  # a backlog of INDEX_BATCH - 1 waits
+        await store.add_items("s", [assistant("the one that fills the batch")])
+        assert await indexed_through(store) == INDEX_BATCH
+        [(count,)] = await sql(store, "SELECT count(*) FROM items_fts")
+        assert count == INDEX_BATCH
+
+
+async def test_sqlite_search_without_a_backlog_needs_no_write_lock(tmp_path: Any) -> None:
+    path = tmp_path / "t.db"
+    with Store.open(path, busy_timeout=0.2) as store:
+        await store.add_items("s", [user("find the walrus")])
+        assert len(await store.search("walrus")) == 1  # feeds the index: a write
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
+            assert len(await store.search("walrus")) == 1
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+
+
 async def test_search_filters(store: Store) -> None:
     await build(store)
     everywhere = await store.search("refund")
@@ -960,7 +993,7 @@ async def test_a_version_1_database_upgrades(
         patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
         # Statements of later versions that every write now issues (SQLite's search backlog,
         # which the lock reads too).
-        for name in ("index_backlog", "mark_indexed", "upsert_head"):
+        for name in ("index_pending", "index_backlog", "mark_indexed", "upsert_head"):
             patch.setitem(module.SQL, name, None)
         if module is sqlite:
             lock = module.SQL["lock_head"].replace(module._INDEXED_THROUGH, "NULL")

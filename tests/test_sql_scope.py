@@ -28,6 +28,7 @@ PER_SESSION = ("sessions", "runs", "items", "tool_calls", "model_responses")
 CROSS_SESSION = {
     "run": "a run by id alone, whatever its session (Store.run: deep links)",
     "tool_call": "a tool call by row id alone (Store.tool_call: deep links)",
+    "index_pending": "whether the store-wide search index lacks items (SQLite)",
     "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
     "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
     "sessions_by_created_at": "the session catalogue, newest first",

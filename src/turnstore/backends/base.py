@@ -614,8 +614,11 @@ def index_backlog() -> Op[None]:
     ``INDEX_BATCH`` items wait. A backend whose index keeps up on its own has no statements
     for it.
     """
-    yield Query("index_backlog")
-    yield Query("mark_indexed")
+    # A search runs in a read transaction: only a backlog makes it write.
+    pending = yield Query("index_pending", fetch=Fetch.ONE)
+    if pending is not None and pending[0]:
+        yield Query("index_backlog")
+        yield Query("mark_indexed")
 
 
 @dataclass(frozen=True, slots=True)

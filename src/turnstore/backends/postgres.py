@@ -440,6 +440,7 @@ SQL: dict[str, str | None] = {
         SELECT 1 FROM path WHERE id = %(id)s""",
     # The search index needs no batching here: search_vector is a generated column, kept by
     # every INSERT, and GIN's pending list already batches its updates.
+    "index_pending": None,
     "index_backlog": None,
     "mark_indexed": None,
     "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s ORDER BY id",

@@ -392,6 +392,7 @@ SQL: dict[str, str | None] = {
     + """
         SELECT 1 FROM path WHERE id = :id""",
     # Migration 3: feed the search index the items it lacks.
+    "index_pending": f"SELECT (SELECT coalesce(max(id), 0) FROM items) > {_INDEXED_THROUGH}",
     "index_backlog": f"""
         INSERT INTO items_fts (rowid, text)
         SELECT id, text FROM items WHERE id > {_INDEXED_THROUGH} AND text IS NOT NULL""",
