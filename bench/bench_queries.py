@@ -46,8 +46,9 @@ from _common import (
     write_json,
 )
 from turnstore import Store
-from turnstore.backends import base
-from turnstore.backends.base import GraftRun, Op, Query, prepare_items
+from turnstore.backends import append, base
+from turnstore.backends.append import GraftRun
+from turnstore.backends.base import Op, Query, prepare_items
 
 PHRASE = "zeppelin maintenance schedule"
 RARE = "quokka"
@@ -69,10 +70,10 @@ def _planted(index: int, runs: int) -> str | None:
     return None
 
 
-def _bulk(chunk: Sequence[tuple[str, list[GraftRun], base.SessionPatch, Any]]) -> Op[None]:
+def _bulk(chunk: Sequence[tuple[str, list[GraftRun], append.SessionPatch, Any]]) -> Op[None]:
     for session_id, runs, patch, when in chunk:
-        yield from base.graft(session_id, runs, 0, when)
-        yield from base.update_session(session_id, patch, when)
+        yield from append.graft(session_id, runs, 0, when)
+        yield from append.update_session(session_id, patch, when)
 
 
 async def build(store: Store, runs: int, log: Any) -> None:
@@ -85,7 +86,7 @@ async def build(store: Store, runs: int, log: Any) -> None:
             turn = make_turn(index, seed=4, question=_planted(index, runs))
             items = [item for batch in turn for item in batch]
             when = store._bind_time(start + timedelta(milliseconds=index))
-            patch = base.SessionPatch(
+            patch = append.SessionPatch(
                 user_id=f"user{index % 1000:04d}", metadata=f'{{"tier": {index % 3}}}'
             )
             chunk.append((f"session-{index:07d}", [GraftRun(prepare_items(items))], patch, when))

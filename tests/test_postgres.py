@@ -30,7 +30,7 @@ from turnstore import (
     Store,
     StructuredSession,
 )
-from turnstore.backends import base
+from turnstore.backends import append, base
 from turnstore.backends.base import Query
 from turnstore.backends.postgres import PostgresBackend, _connect_error
 
@@ -350,7 +350,7 @@ async def test_a_cancelled_write_leaves_nothing_and_the_store_goes_on(schema: st
 
 
 def _append(store: Store, session_id: str, items: list[Any]) -> base.Op[None]:
-    return base.append(session_id, base.prepare_items(items), store.backend.now())
+    return append.append(session_id, base.prepare_items(items), store.backend.now())
 
 
 async def test_dropped_connection_is_retried_without_duplicates(schema: str) -> None:

@@ -600,7 +600,7 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
 
 
 async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Store) -> None:
-    from turnstore.backends.base import INDEX_BATCH
+    from turnstore.backends.append import INDEX_BATCH
 
     # More items than one index batch, so that some are indexed on write and some are not.
     batch = [assistant(f"filler {n}") for n in range(INDEX_BATCH + 5)]
@@ -622,7 +622,7 @@ async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Sto
 
 
 async def test_sqlite_appends_feed_the_index_in_batches(tmp_path: Any) -> None:
-    from turnstore.backends.base import INDEX_BATCH
+    from turnstore.backends.append import INDEX_BATCH
 
     async def indexed_through(store: Store) -> int:
         [(value,)] = await sql(store, "SELECT indexed_through FROM items_fts_state")

@@ -108,7 +108,7 @@ def test_stored_json_decodes_exactly_as_json_loads(item: dict[str, Any], as_byte
     # Items are decoded by msgspec, with json for what msgspec refuses: the result must be what
     # json.loads gives, whatever the stored text holds (big integers, -0.0, subnormal floats,
     # NaN, infinities, escapes, lone surrogates) and whether the backend hands str or bytes.
-    data = base._dumps(item)
+    data = base.dumps_item(item)
     stored = data.encode("utf-8") if as_bytes else data
     [decoded] = base.decode_items([(stored,)], "s")
     expected = json.loads(data)

@@ -16,7 +16,7 @@ from typing import Any
 
 from builders import assistant, call, output, user
 from turnstore import Store, migrate
-from turnstore.backends import base
+from turnstore.backends import append, base
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -140,7 +140,7 @@ def killed_writer_process(
         now = store.backend.now()
 
         def op() -> Generator[Any, Any, Any]:
-            return _pausing(base.append("victim", batch, now), size // 2, paused)
+            return _pausing(append.append("victim", batch, now), size // 2, paused)
 
         await store.backend.run(op, write=True)
 

@@ -27,7 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .backends.base import GraftRun, _dumps, loads_item, prepare_items
+from .backends.append import GraftRun
+from .backends.base import dumps_item, loads_item, prepare_items
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -598,7 +599,7 @@ class _Stored:
         # The store's own serialisation, so that equal items compare equal as text (and the
         # order of keys, which the store keeps, counts).
         if self._texts is None:
-            self._texts = [_dumps(item) for item in self.items]
+            self._texts = [dumps_item(item) for item in self.items]
         return self._texts
 
 
@@ -701,7 +702,7 @@ def _match(
         if stored.run_id in consumed or len(stored.items) > len(run.items):
             continue
         if texts is None:
-            texts = [_dumps(item) for item in run.items]
+            texts = [dumps_item(item) for item in run.items]
         if stored.texts == texts:
             consumed.add(stored.run_id)
             return stored, False

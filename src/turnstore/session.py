@@ -6,7 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .backends.base import ANY_HEAD, ExpectedHead, SessionPatch
+from .backends.append import SessionPatch
+from .backends.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, InvalidOperationError
 from .model import Branch, Run, SessionInfo, Usage
 from .store import Store, _check_session_id, session_patch

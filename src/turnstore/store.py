@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .backends import base, queries
-from .backends.base import ANY_HEAD, Backend, ExpectedHead
+from .backends import append, base, history, queries, reads
+from .backends.base import Backend
+from .backends.history import ANY_HEAD, ExpectedHead
 from .backends.queries import SearchOrder, SessionOrder, UsageGroup
 from .errors import ConfigurationError, InvalidOperationError
 
@@ -126,7 +127,7 @@ def _text_field(value: Any, name: str) -> str | None:
 
 def session_patch(
     *, user_id: Any = None, title: Any = None, metadata: Any = None
-) -> base.SessionPatch:
+) -> append.SessionPatch:
     """Check catalogue fields and make the ``SessionPatch`` that writes them."""
     meta = None
     if metadata is not None:
@@ -139,7 +140,7 @@ def session_patch(
         # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
         if "\\u0000" in meta or not _encodes(meta):
             raise InvalidOperationError("metadata must not hold NUL or lone surrogates")
-    return base.SessionPatch(
+    return append.SessionPatch(
         user_id=_text_field(user_id, "user_id"), title=_text_field(title, "title"), metadata=meta
     )
 
@@ -172,8 +173,8 @@ class Store:
         items: Sequence[Any],
         usage: Usage | None = None,
         *,
-        info: base.SessionPatch | None = None,
-        telemetry: base.Telemetry | None = None,
+        info: append.SessionPatch | None = None,
+        telemetry: append.Telemetry | None = None,
     ) -> None:
         """Append a batch to ``session_id``'s active path in one transaction.
 
@@ -186,7 +187,7 @@ class Store:
             return
         now = self.backend.now()
         await self.backend.run(
-            lambda: base.append(sid, batch, now, usage, info=info, telemetry=telemetry),
+            lambda: append.append(sid, batch, now, usage, info=info, telemetry=telemetry),
             write=True,
         )
 
@@ -198,28 +199,28 @@ class Store:
                 raise InvalidOperationError(f"limit must be None or an int >= 0, got {limit!r}")
             if limit == 0:
                 return []
-        return await self.backend.run(lambda: base.get_items(sid, limit), write=False)
+        return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
 
     async def pop_item(self, session_id: str) -> Any:
         """Remove and return the newest item of the active path, or None."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(lambda: base.pop_item(sid, now), write=True)
+        return await self.backend.run(lambda: history.pop_item(sid, now), write=True)
 
     async def clear_session(self, session_id: str) -> None:
         """Delete the session with every branch and derived row."""
         sid = _check_session_id(session_id)
-        await self.backend.run(lambda: base.clear_session(sid), write=True)
+        await self.backend.run(lambda: history.clear_session(sid), write=True)
 
     async def session(self, session_id: str) -> SessionInfo | None:
         """The session's catalogue entry, or None if it has never been written."""
         sid = _check_session_id(session_id)
-        return await self.backend.run(lambda: base.session_info(sid), write=False)
+        return await self.backend.run(lambda: reads.session_info(sid), write=False)
 
     async def runs(self, session_id: str) -> list[Run]:
         """The active path's runs, root first."""
         sid = _check_session_id(session_id)
-        return await self.backend.run(lambda: base.path_runs(sid), write=False)
+        return await self.backend.run(lambda: reads.path_runs(sid), write=False)
 
     async def fork(
         self,
@@ -237,7 +238,7 @@ class Store:
             )
         now = self.backend.now()
         return await self.backend.run(
-            lambda: base.fork(sid, run_id, new_input, now, expected_head), write=True
+            lambda: history.fork(sid, run_id, new_input, now, expected_head), write=True
         )
 
     async def move_head(
@@ -252,7 +253,7 @@ class Store:
         sid = _check_session_id(session_id)
         now = self.backend.now()
         return await self.backend.run(
-            lambda: base.move_head(
+            lambda: history.move_head(
                 sid, run_id, to_parent=to_parent, now=now, expected_head=expected_head
             ),
             write=True,
@@ -261,17 +262,17 @@ class Store:
     async def branches(self, session_id: str) -> list[Branch]:
         """Every leaf of the session's tree, oldest first."""
         sid = _check_session_id(session_id)
-        return await self.backend.run(lambda: base.branches(sid), write=False)
+        return await self.backend.run(lambda: reads.branches(sid), write=False)
 
     async def siblings(self, session_id: str, run_id: int) -> list[Run]:
         """``run_id`` and its alternatives (same parent), in creation order."""
         sid = _check_session_id(session_id)
-        return await self.backend.run(lambda: base.siblings(sid, run_id), write=False)
+        return await self.backend.run(lambda: reads.siblings(sid, run_id), write=False)
 
     async def tree(self, session_id: str) -> list[tuple[Run, list[Any]]]:
         """Every run of the session, on every branch, in creation order, with its items."""
         sid = _check_session_id(session_id)
-        return await self.backend.run(lambda: base.session_tree(sid), write=False)
+        return await self.backend.run(lambda: reads.session_tree(sid), write=False)
 
     async def add_runs(
         self, session_id: str, runs: Sequence[NewRun], *, head: int | None = None
@@ -282,7 +283,7 @@ class Store:
         moves to ``runs[head]``; with ``head=None`` it stays where it was.
         """
         grafts = [
-            base.GraftRun(
+            append.GraftRun(
                 base.prepare_items(run.items), run.parent_id, run.parent, run.usage, run.created_at
             )
             for run in runs
@@ -290,7 +291,7 @@ class Store:
         return await self._graft(session_id, grafts, head)
 
     async def _graft(
-        self, session_id: str, runs: Sequence[base.GraftRun], head: int | None = None
+        self, session_id: str, runs: Sequence[append.GraftRun], head: int | None = None
     ) -> list[int]:
         """``add_runs`` of items already prepared (importers prepare them while reading).
 
@@ -309,7 +310,7 @@ class Store:
                 run = dataclasses.replace(run, now=self._bind_time(run.now))
             grafts.append(run)
         now = self.backend.now()
-        return await self.backend.run(lambda: base.graft(sid, grafts, head, now), write=True)
+        return await self.backend.run(lambda: append.graft(sid, grafts, head, now), write=True)
 
     def _bind_time(self, when: datetime) -> Any:
         """``when`` as this backend binds timestamps (SQLite: sortable UTC text)."""
@@ -327,7 +328,7 @@ class Store:
         sid = _check_session_id(session_id)
         now = self.backend.now()
         return await self.backend.run(
-            lambda: base.delete_branch(sid, run_id, now, expected_head), write=True
+            lambda: history.delete_branch(sid, run_id, now, expected_head), write=True
         )
 
     # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
@@ -356,20 +357,20 @@ class Store:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidOperationError(f"limit must be an int >= 1, got {limit!r}")
         return await self.backend.run(
-            lambda: base.path_view(sid, through, start, stop, limit), write=False
+            lambda: reads.path_view(sid, through, start, stop, limit), write=False
         )
 
     async def run(self, run_id: int) -> Run:
         """The run ``run_id``, in whichever session it is. Raises ``RunNotFoundError``."""
-        return await self.backend.run(lambda: base.get_run(run_id), write=False)
+        return await self.backend.run(lambda: reads.get_run(run_id), write=False)
 
     async def run_items(self, run_id: int) -> list[Any]:
         """The items of the run ``run_id``, verbatim and in order."""
-        return await self.backend.run(lambda: base.run_items(run_id), write=False)
+        return await self.backend.run(lambda: reads.run_items(run_id), write=False)
 
     async def tool_call(self, call_id: int) -> ToolCall:
         """The tool call whose row id is ``call_id``. Raises ``NotFoundError``."""
-        return await self.backend.run(lambda: base.get_tool_call(call_id), write=False)
+        return await self.backend.run(lambda: reads.get_tool_call(call_id), write=False)
 
     # -- query and analytics: the session catalogue, tool calls, usage, search, export --------
 
@@ -441,11 +442,11 @@ class Store:
         patch = session_patch(user_id=user_id, title=title, metadata=metadata)
         return await self.patch_session(session_id, patch)
 
-    async def patch_session(self, session_id: str, patch: base.SessionPatch) -> SessionInfo:
+    async def patch_session(self, session_id: str, patch: append.SessionPatch) -> SessionInfo:
         """Like ``update_session``, with fields already checked by ``session_patch``."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(lambda: base.update_session(sid, patch, now), write=True)
+        return await self.backend.run(lambda: append.update_session(sid, patch, now), write=True)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session with every run, item, tool call and index entry.
@@ -471,7 +472,7 @@ class Store:
 
         ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
         an MCP call's error, or an output that reports an error (the SDK's messages for a
-        tool that raised or timed out, see ``turnstore.backends.base.reports_error``). Other
+        tool that raised or timed out, see ``turnstore.backends.append.reports_error``). Other
         statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """

@@ -1,3 +1,5 @@
-"""Storage backends: one module per database engine, behind the protocol in ``base``."""
+"""Storage backends: one module per database engine (``sqlite``, ``postgres``) behind the
+protocol in ``base``, and the operations they run (``append``, ``reads``, ``history``,
+``schema``, ``queries``)."""
 
 __all__: list[str] = []

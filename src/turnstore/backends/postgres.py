@@ -56,17 +56,9 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import (
-    RUN_COLUMNS,
-    SESSION_COLUMNS,
-    TOOL_CALL_COLUMNS,
-    Fetch,
-    Op,
-    Query,
-    migrate_step,
-    pending_migrations,
-)
+from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, Query
 from .queries import ORDERS
+from .schema import migrate_step, pending_migrations
 
 __all__ = ["MIGRATIONS", "SQL", "PostgresBackend", "now"]
 
@@ -274,7 +266,8 @@ _PATH_ITEMS = """
     ) i"""
 
 # Query name -> statement, in psycopg's ``%(name)s`` style (a literal % is written %%). The
-# names are those of sqlite.SQL; base.py's operations say what each must return.
+# names are those of sqlite.SQL; the operations (append, reads, history, schema, queries) say
+# what each must return.
 SQL: dict[str, str | None] = {
     "create_version_table": """CREATE TABLE IF NOT EXISTS turnstore_schema (
         version INTEGER PRIMARY KEY,
@@ -298,7 +291,7 @@ SQL: dict[str, str | None] = {
         LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
         WHERE s.session_id = %(sid)s
         FOR UPDATE OF s""",
-    # Locked by ensure_session, read by lock_head: see base._lock_session.
+    # Locked by ensure_session, read by lock_head: see base.lock_session.
     "upsert_head": None,
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s

@@ -1,10 +1,11 @@
 """The read side shared by every backend: catalogue, tool calls, usage, search, export data.
 
-Like the operations in ``base``, each query is a generator that yields ``Query`` requests and
-never touches a driver; each backend's ``SQL`` dict holds the statements. Optional filters
-are bound as NULL-able parameters (``:x IS NULL OR column = :x``), but the filter that should
-drive the index (a run, a session, a tool, a user) picks a statement of its own, because a
-planner cannot choose an index for a predicate that may or may not apply.
+Like the operations in ``append``, ``reads`` and ``history``, each query is a generator that
+yields ``Query`` requests and never touches a driver; each backend's ``SQL`` dict holds the
+statements. Optional filters are bound as NULL-able parameters
+(``:x IS NULL OR column = :x``), but the filter that should drive the index (a run, a
+session, a tool, a user) picks a statement of its own, because a planner cannot choose an
+index for a predicate that may or may not apply.
 """
 
 from __future__ import annotations
@@ -30,19 +31,17 @@ from ..model import (
     Usage,
     UsageRow,
 )
+from .append import index_backlog
 from .base import (
     Fetch,
     Op,
     Query,
     as_datetime,
     decode_items,
-    index_backlog,
-    path_runs,
     session_from_row,
-    session_info,
-    session_tree,
     tool_call_from_row,
 )
+from .reads import path_runs, session_info, session_tree
 
 __all__ = [
     "GROUPS",

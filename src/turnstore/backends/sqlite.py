@@ -27,8 +27,9 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, migrate_step
+from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op
 from .queries import ORDERS
+from .schema import migrate_step
 
 __all__ = ["MIGRATIONS", "SQL", "SQLiteBackend", "now"]
 
@@ -114,7 +115,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
         "ALTER TABLE tool_calls ADD COLUMN started_at TEXT",
         "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
-        # Outputs stored before version 2 that report an error (see base.reports_error).
+        # Outputs stored before version 2 that report an error (see append.reports_error).
         """UPDATE tool_calls SET status = 'failed', error = output
         WHERE error IS NULL AND status = 'completed'
           AND (output = 'An error occurred while running the tool. Please try again.'
@@ -188,7 +189,7 @@ MIGRATIONS: list[list[str]] = [
     # 3: the search index is fed in batches. FTS5 costs ~0.1 ms of CPU per writing transaction
     # however few rows it gets, more than the rest of an SDK turn's write; so items are indexed
     # once BACKLOG of them are waiting (one statement for all), and always before a search
-    # (base.index_backlog), which therefore sees every committed item. items_fts_state holds
+    # (append.index_backlog), which therefore sees every committed item. items_fts_state holds
     # the id through which every item is indexed.
     [
         "DROP TRIGGER items_fts_insert",
@@ -449,7 +450,7 @@ SQL: dict[str, str | None] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Query and analytics (backends/queries.py and the write side of base.py's hooks telemetry)
+# Query and analytics (backends/queries.py and the write side of append.py's hooks telemetry)
 
 _SESSIONS = f"""
     SELECT {SESSION_COLUMNS} FROM sessions

@@ -1,0 +1,182 @@
+"""Changing history: clear, pop, fork (edit or regenerate), move the head, delete a branch.
+
+``expected_head`` is the optimistic check of ``fork``, ``move_head`` and ``delete_branch``:
+they refuse when another writer moved the head first (``ANY_HEAD``, the default: no check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from ..errors import ConflictError, InvalidOperationError
+from ..items import classify
+from ..model import Run
+from .append import apply_append, parent_head
+from .base import Fetch, Head, Op, Query, decode_items, lock_session, prepare_items, set_head
+from .reads import find_run
+
+__all__ = [
+    "ANY_HEAD",
+    "ExpectedHead",
+    "clear_session",
+    "delete_branch",
+    "fork",
+    "move_head",
+    "pop_item",
+]
+
+
+def clear_session(session_id: str) -> Op[None]:
+    """Remove the session with every branch and derived row."""
+    yield Query("delete_session", {"sid": session_id})
+
+
+def pop_item(session_id: str, now: Any) -> Op[Any]:
+    """Remove and return the newest item of the active path (None when empty).
+
+    A run left empty is removed and the head moves to its parent. When the head run is shared
+    with other branches (it has children), its items are not touched: a sibling holding all
+    but the last of them becomes the head instead.
+    """
+    while True:
+        head = yield from lock_session(session_id, now, create=False)
+        if head.id is None:
+            return None
+        row = yield Query("last_item", {"sid": session_id, "run_id": head.id}, Fetch.ONE)
+        item_id, position, call_id, data = row
+        shared = yield Query("first_child", {"sid": session_id, "id": head.id}, Fetch.ONE)
+        if shared is not None:
+            rows = yield Query(
+                "run_items_before",
+                {"sid": session_id, "run_id": head.id, "position": position},
+                Fetch.ALL,
+            )
+            keep = decode_items(rows, session_id)
+            parent = yield from parent_head(session_id, head.parent_id)
+            new_head: int | None = parent.id
+            if keep:
+                new_head = yield from apply_append(
+                    session_id, parent, prepare_items(keep), {}, now, None
+                )
+            yield from set_head(session_id, new_head, now)
+        else:
+            if call_id is not None:
+                params = {"sid": session_id, "call_id": call_id, "item": item_id}
+                yield Query("drop_call_of_item", params)
+                yield Query("reopen_call_of_output", params)
+            yield Query("delete_item", {"sid": session_id, "id": item_id})
+            if position == 0:
+                yield Query("delete_run", {"sid": session_id, "id": head.id})
+                yield from set_head(session_id, head.parent_id, now)
+            else:
+                yield Query(
+                    "shrink_run",
+                    {"sid": session_id, "id": head.id, "item_count": position, "now": now},
+                )
+        popped = decode_items([(item_id, data)], session_id)
+        if popped:
+            return popped[0]
+        # A corrupt row is dropped and the next one tried, as the SDK's SQLiteSession does.
+
+
+def _edited(original: Mapping[str, Any], new_input: str | Mapping[str, Any]) -> Any:
+    """The user item ``original`` with its content replaced: same role, type and extra keys.
+
+    String content stays a string; a list of parts becomes one ``input_text`` part.
+    """
+    if not isinstance(new_input, str):
+        return new_input
+    item = dict(original)
+    content = item.get("content")
+    item["content"] = (
+        [{"type": "input_text", "text": new_input}] if isinstance(content, list) else new_input
+    )
+    return item
+
+
+class _AnyHead(Enum):
+    ANY = 0
+
+
+ANY_HEAD = _AnyHead.ANY
+"""``expected_head`` default: move the head wherever it is."""
+
+ExpectedHead = int | None | _AnyHead
+
+
+def _lock_expected(session_id: str, now: Any, expected_head: ExpectedHead) -> Op[Head]:
+    """Lock the session; refuse when its head is not ``expected_head`` (optimistic check)."""
+    head = yield from lock_session(session_id, now)
+    if expected_head is not ANY_HEAD and head.id != expected_head:
+        raise ConflictError(
+            f"the head of session {session_id!r} is run {head.id}, not run {expected_head}: "
+            "another writer moved it first; nothing was changed"
+        )
+    return head
+
+
+def fork(
+    session_id: str,
+    run_id: int,
+    new_input: str | Mapping[str, Any] | None,
+    now: Any,
+    expected_head: ExpectedHead = ANY_HEAD,
+) -> Op[Run]:
+    """Start a sibling of ``run_id`` with its user message, or with that message edited."""
+    yield from _lock_expected(session_id, now, expected_head)
+    run = yield from find_run(session_id, run_id)
+    row = yield Query("first_item", {"sid": session_id, "run_id": run.id}, Fetch.ONE)
+    original = decode_items([row], session_id) if row is not None else []
+    if not original or not classify(original[0]).starts_run:
+        raise InvalidOperationError(f"run {run_id} has no user message to edit or regenerate")
+    item = original[0] if new_input is None else _edited(original[0], new_input)
+    batch = prepare_items([item])
+    if not batch[0].info.starts_run:
+        raise InvalidOperationError("the new input must be a user message")
+    parent = yield from parent_head(session_id, run.parent_id)
+    new_id = yield from apply_append(session_id, parent, batch, {}, now, None)
+    yield from set_head(session_id, new_id, now)
+    return (yield from find_run(session_id, new_id))
+
+
+def move_head(
+    session_id: str,
+    run_id: int,
+    *,
+    to_parent: bool,
+    now: Any,
+    expected_head: ExpectedHead = ANY_HEAD,
+) -> Op[int | None]:
+    """Point the head at ``run_id`` (or at its parent: None, the empty path, for a root)."""
+    yield from _lock_expected(session_id, now, expected_head)
+    run = yield from find_run(session_id, run_id)
+    target = run.parent_id if to_parent else run.id
+    yield from set_head(session_id, target, now)
+    return target
+
+
+def delete_branch(
+    session_id: str, run_id: int, now: Any, expected_head: ExpectedHead = ANY_HEAD
+) -> Op[int | None]:
+    """Remove ``run_id``, its descendants, and the ancestors that only they reach.
+
+    Returns the new head: unchanged unless it was removed, else the nearest surviving ancestor.
+    """
+    head = yield from _lock_expected(session_id, now, expected_head)
+    run = yield from find_run(session_id, run_id)
+    ancestors = yield Query("ancestors_child_counts", {"sid": session_id, "id": run.id}, Fetch.ALL)
+    top, parent_id = run.id, run.parent_id
+    for ancestor_id, ancestor_parent, child_count in ancestors:
+        if child_count != 1:
+            break
+        top, parent_id = ancestor_id, ancestor_parent
+    head_id = head.id
+    if head_id is not None:
+        on_path = yield Query("is_ancestor", {"sid": session_id, "id": top}, Fetch.ONE)
+        if on_path is not None:
+            head_id = parent_id
+    yield Query("delete_run", {"sid": session_id, "id": top})
+    yield from set_head(session_id, head_id, now)
+    return head_id
