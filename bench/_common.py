@@ -206,6 +206,20 @@ async def fill_store(
         await store.add_runs(session_id, batch, head=len(batch) - 1)
 
 
+def settle(path: str | Path) -> None:
+    """Fold a SQLite file's write-ahead log into the database after a bulk fill.
+
+    A fill leaves tens of megabytes in the WAL; its checkpoint (turnstore's runs on a thread of
+    its own, the SDK's inside a later commit) would otherwise fall into the first timed calls.
+    Waits for any checkpoint under way (up to 60 s).
+    """
+    conn = sqlite3.connect(path, timeout=60)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
 @dataclass
 class Database:
     """One fresh database of one contender.

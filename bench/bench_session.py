@@ -40,6 +40,7 @@ from _common import (
     medians_table,
     open_all,
     reader,
+    settle,
     targets_table,
     turn_writer,
     write_json,
@@ -139,6 +140,7 @@ def turnstore_contender(directory: Path, *, durable: bool = False) -> Contender:
 
         async def fill(session_id: str, items: Sequence[Item]) -> None:
             await fill_store(store, session_id, items)
+            settle(path)
 
         return Database(lambda sid: StructuredSession(sid, store), fill=fill, on_close=store.aclose)
 
@@ -171,6 +173,7 @@ def sqlite_session_contender(directory: Path) -> Contender:
                     "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
                     [(session_id, json.dumps(item)) for item in items],
                 )
+            settle(path)
 
         async def on_close() -> None:
             conn.close()
