@@ -490,6 +490,38 @@ async def test_default_database_is_memory() -> None:
     session.close()
 
 
+def _checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "turnstore-checkpoint"]
+
+
+async def test_sqlite_wal_is_checkpointed_off_the_writers_thread(tmp_path: Any) -> None:
+    # The writer's own automatic checkpoint only starts at 10,000 pages: that the database
+    # file grows after a few hundred writes shows the checkpoint thread copied the pages.
+    path = tmp_path / "ckpt.db"
+    before = len(_checkpoint_threads())
+    store = Store.open(path)
+    assert len(_checkpoint_threads()) == before + 1
+    size = path.stat().st_size
+    for n in range(200):
+        await store.add_items("s", [user(f"question {n}"), assistant(f"answer {n}")])
+    for _ in range(100):
+        if path.stat().st_size > size:
+            break
+        await asyncio.sleep(0.05)
+    assert path.stat().st_size > size
+    await store.aclose()
+    assert len(_checkpoint_threads()) == before  # closing the store stops it
+    with Store.open(path) as reopened:
+        assert len(await reopened.get_items("s")) == 400
+
+
+async def test_sqlite_memory_store_has_no_checkpoint_thread() -> None:
+    before = len(_checkpoint_threads())
+    with Store.open(":memory:") as store:
+        await store.add_items("s", [user("q")])
+        assert len(_checkpoint_threads()) == before
+
+
 # ---------------------------------------------------------------------------------------------
 # Corrupt rows (needs write access to the file: SQLite only)
 

@@ -227,7 +227,7 @@ def _apply_append_run(
     sid = session_id
     for run in runs:
         if run.id is None:
-            row = yield Query(
+            run.id = yield Query(
                 "insert_run",
                 {
                     "sid": sid,
@@ -238,9 +238,8 @@ def _apply_append_run(
                     "item_count": run.item_count,
                     "now": now,
                 },
-                Fetch.ONE,
+                Fetch.ID,
             )
-            run.id = row[0]
         elif run.item_count != head.item_count:
             # Only the head run can exist already; one that gains nothing (a new run starts
             # below it: a fork) is left untouched, since other branches share it.
@@ -257,7 +256,7 @@ def _apply_append_run(
             )
     for item in items:
         info = item.prepared.info
-        row = yield Query(
+        item.id = item.run.newest_item_id = yield Query(
             "insert_item",
             {
                 "sid": sid,
@@ -271,9 +270,8 @@ def _apply_append_run(
                 "data": item.prepared.data,
                 "now": now,
             },
-            Fetch.ONE,
+            Fetch.ID,
         )
-        item.id = item.run.newest_item_id = row[0]
     for call in calls:
         info = call.info
         yield Query(

@@ -63,6 +63,7 @@ class Fetch(Enum):
     NONE = 0  # nothing (DDL, UPDATE, DELETE)
     ONE = 1  # the first row, or None
     ALL = 2  # every row
+    ID = 3  # the id of the row an INSERT made (its SQL returns it where the driver cannot)
 
 
 @dataclass(frozen=True, slots=True)

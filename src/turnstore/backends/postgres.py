@@ -1145,6 +1145,10 @@ class PostgresBackend:
                     result = await cursor.fetchone()
                 elif query.fetch is Fetch.ALL:
                     result = await cursor.fetchall()
+                elif query.fetch is Fetch.ID:  # the statement's RETURNING id
+                    row = await cursor.fetchone()
+                    assert row is not None
+                    result = row[0]
                 else:
                     result = None
         except StopIteration as stop:

@@ -283,8 +283,7 @@ SQL: dict[str, str | None] = {
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
                           item_count, created_at, updated_at)
         VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :item_count,
-                :now, :now)
-        RETURNING id""",
+                :now, :now)""",
     "update_run_append": """
         UPDATE runs SET item_count = :item_count, updated_at = :now,
             assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
@@ -299,8 +298,7 @@ SQL: dict[str, str | None] = {
     "insert_item": """
         INSERT INTO items (session_id, run_id, position, type, role, call_id, name, text, data,
                            created_at)
-        VALUES (:sid, :run_id, :position, :type, :role, :call_id, :name, :text, :data, :now)
-        RETURNING id""",
+        VALUES (:sid, :run_id, :position, :type, :role, :call_id, :name, :text, :data, :now)""",
     "insert_tool_call": """
         INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
                                 status, error, call_item_id, output_item_id, created_at,
@@ -781,6 +779,8 @@ class SQLiteBackend:
                     result = cursor.fetchone()
                 elif query.fetch is Fetch.ALL:
                     result = cursor.fetchall()
+                elif query.fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
+                    result = cursor.lastrowid
                 else:
                     result = None
         except StopIteration as stop:
