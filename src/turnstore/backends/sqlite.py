@@ -188,7 +188,7 @@ MIGRATIONS: list[list[str]] = [
     ],
     # 3: the search index is fed in batches. FTS5 costs ~0.1 ms of CPU per writing transaction
     # however few rows it gets, more than the rest of an SDK turn's write; so items are indexed
-    # once BACKLOG of them are waiting (one statement for all), and always before a search
+    # once INDEX_BATCH of them are waiting (one statement for all), and always before a search
     # (append.index_backlog), which therefore sees every committed item. items_fts_state holds
     # the id through which every item is indexed.
     [
