@@ -380,7 +380,7 @@ def append(
         and newest is not None
         and newest - head.indexed_through >= INDEX_BATCH
     ):
-        yield from index_backlog()
+        yield from _feed_index()  # the lock's watermark already says items wait
 
 
 # How many new items wait before a backend that indexes for search in batches (SQLite's FTS5:
@@ -398,8 +398,12 @@ def index_backlog() -> Op[None]:
     # A search runs in a read transaction: only a backlog makes it write.
     pending = yield Query("index_pending", fetch=Fetch.ONE)
     if pending is not None and pending[0]:
-        yield Query("index_backlog")
-        yield Query("mark_indexed")
+        yield from _feed_index()
+
+
+def _feed_index() -> Op[None]:
+    yield Query("index_backlog")
+    yield Query("mark_indexed")
 
 
 @dataclass(frozen=True, slots=True)
