@@ -40,6 +40,8 @@ from turnstore.web import create_app
 
 TARGET_MS = 1000.0
 CHROMIUM = "/usr/bin/chromium"
+# Headless, and no traffic of Chromium's own: this machine's network is closed. The browser
+# tests (tests/test_web_browser.py) launch it the same way.
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

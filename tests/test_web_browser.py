@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,20 +29,12 @@ from turnstore import Store
 from turnstore.web import create_app
 from webdata import HOSTILE_ID, HOSTILE_OUTPUT, LONG_TURNS, Ids, build
 
+# One launch configuration serves these tests and the viewer's benchmark.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from bench_web import CHROMIUM, CHROMIUM_ARGS
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-# Headless, and no traffic of Chromium's own: this machine's network is closed.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 PAGE_SIZE = 30  # the viewer's default
