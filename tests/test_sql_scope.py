@@ -31,6 +31,7 @@ CROSS_SESSION = {
     "index_pending": "whether the store-wide search index lacks items (SQLite)",
     "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
     "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
+    "copy_backlog": "a read-only store's private copy of what the search index lacks (SQLite)",
     "sessions_by_created_at": "the session catalogue, newest first",
     "sessions_by_created_at_user": "the session catalogue of one user",
     "sessions_by_updated_at": "the session catalogue, recently active first",

@@ -12,7 +12,8 @@ so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
     │   ├── SessionNotFoundError
     │   └── RunNotFoundError
     ├── InvalidOperationError  the operation does not apply to that run (e.g. edit of a run
-    │                          with no user message) (also ValueError)
+    │   │                      with no user message) (also ValueError)
+    │   └── ReadOnlyError      a write to a store opened with read_only=True
     ├── ConflictError          another writer changed the session first
     ├── ClosedError            the store or session was closed
     └── StorageError           any other database failure
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidItemError",
     "InvalidOperationError",
     "NotFoundError",
+    "ReadOnlyError",
     "RunNotFoundError",
     "SchemaError",
     "SessionNotFoundError",
@@ -70,6 +72,10 @@ class RunNotFoundError(NotFoundError):
 
 class InvalidOperationError(TurnstoreError, ValueError):
     """The operation does not apply to its target, e.g. editing a run that has no user message."""
+
+
+class ReadOnlyError(InvalidOperationError):
+    """A write was asked of a store opened with ``read_only=True``; nothing was written."""
 
 
 class ConflictError(TurnstoreError):

@@ -157,11 +157,23 @@ class Store:
         """Wrap an open backend; most callers want ``Store.open``."""
         self.backend = backend
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened with ``read_only=True`` (writes raise)."""
+        return self.backend.read_only
+
     @classmethod
     def open(cls, target: str | os.PathLike[str] = ":memory:", **options: Any) -> Store:
         """Open (creating or upgrading its schema) the database named by a path or URL.
 
-        Keyword options go to the backend (SQLite: ``busy_timeout``, ``durable``).
+        Keyword options go to the backend (SQLite: ``busy_timeout``, ``durable``; Postgres:
+        see ``PostgresBackend``). ``read_only=True`` opens an existing turnstore database
+        without ever writing to it, on both backends: no schema is created or migrated (a
+        schema older than this turnstore is refused with ``SchemaError``, naming ``turnstore
+        migrate``), searches leave the search index as it is, and every write method raises
+        ``ReadOnlyError``. A SQLite file is opened with ``mode=ro`` (``immutable`` in a
+        directory it cannot write; see docs/reliability.md). A SQLite file of another
+        application is refused (``SchemaError``) and left as it was found.
         """
         return cls(_open_backend(target, options))
 
@@ -629,6 +641,7 @@ class Store:
                 types=type_list,
                 limit=size,
                 order=order,
+                feed=not self.backend.read_only,
             ),
             write=False,
         )

@@ -27,6 +27,7 @@ __all__ = [
     "ToolTiming",
     "append",
     "apply_append",
+    "copy_backlog",
     "graft",
     "index_backlog",
     "parent_head",
@@ -399,6 +400,22 @@ def index_backlog() -> Op[None]:
     pending = yield Query("index_pending", fetch=Fetch.ONE)
     if pending is not None and pending[0]:
         yield from _feed_index()
+
+
+def copy_backlog() -> Op[bool]:
+    """For a store that must not write: copy the items the search index lacks into a private
+    index of the connection's own; True when there are any (search them too).
+
+    Ranks in that small index are only comparable to the main index's roughly, and the copy
+    is remade for each search, which costs as much as feeding the index would.
+    """
+    pending = yield Query("index_pending", fetch=Fetch.ONE)
+    if pending is None or not pending[0]:
+        return False
+    yield Query("create_backlog_copy")
+    yield Query("clear_backlog_copy")
+    yield Query("copy_backlog")
+    return True
 
 
 def _feed_index() -> Op[None]:

@@ -83,6 +83,9 @@ Op = Generator[Query, Any, T]
 class Backend(Protocol):
     """A storage engine: runs operations, each in one transaction."""
 
+    read_only: bool
+    """Opened read-only: ``run(..., write=True)`` raises ``ReadOnlyError``."""
+
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run the operation ``op()`` in one transaction and return its value.
 

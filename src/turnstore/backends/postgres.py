@@ -52,6 +52,7 @@ from ..errors import (
     ConflictError,
     ConnectionFailedError,
     InvalidOperationError,
+    ReadOnlyError,
     SchemaError,
     StorageError,
     TurnstoreError,
@@ -436,6 +437,11 @@ SQL: dict[str, str | None] = {
     "index_pending": None,
     "index_backlog": None,
     "mark_indexed": None,
+    "create_backlog_copy": None,
+    "clear_backlog_copy": None,
+    "copy_backlog": None,
+    "search_backlog": None,
+    "search_recent_backlog": None,
     "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s ORDER BY id",
     "session_items": """
         SELECT run_id, id, data FROM items WHERE session_id = %(sid)s
@@ -848,6 +854,7 @@ class PostgresBackend:
         pool_timeout: float = 30.0,
         retries: int = 5,
         migrate: bool = True,
+        read_only: bool = False,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         """Open the database at ``url`` (or use ``pool``) and create or upgrade its schema.
@@ -857,7 +864,9 @@ class PostgresBackend:
         connection attempt, ``pool_timeout`` the wait for a free connection. ``retries`` is how
         many times a transiently failed operation is re-run. ``migrate=False`` never changes
         the schema and refuses a database that is not at this turnstore's version (for read
-        replicas, or when migrations are a deployment step). ``connect_kwargs`` go to
+        replicas, or when migrations are a deployment step). ``read_only=True`` also never
+        creates a schema, runs every operation in a READ ONLY transaction and refuses writes
+        with ``ReadOnlyError``. ``connect_kwargs`` go to
         ``psycopg.AsyncConnection.connect`` (e.g. ``sslmode``, ``prepare_threshold``).
         """
         if not isinstance(schema, str) or not schema or len(schema.encode()) > 63:
@@ -870,7 +879,8 @@ class PostgresBackend:
             )
         self.schema = schema
         self._retries = retries
-        self._migrate = migrate
+        self.read_only = bool(read_only)
+        self._migrate = migrate and not self.read_only
         self._closed = False
         self._state = threading.Lock()
         self._pending: set[concurrent.futures.Future[Any]] = set()
@@ -969,6 +979,14 @@ class PostgresBackend:
         pending = await self._transaction(conn, lambda: pending_migrations(MIGRATIONS), False)
         if pending == 0:
             return
+        if self.read_only:
+            raise SchemaError(
+                f"{self._where} (schema {self.schema!r}) holds no turnstore schema"
+                if pending == len(MIGRATIONS)
+                else f"{self._where} (schema {self.schema!r}) is {pending} migration(s) older "
+                "than this turnstore: too old to read without migrating, which a read-only "
+                "open never does; run `turnstore migrate` with write access first"
+            )
         if not self._migrate:
             raise SchemaError(
                 f"{self._where} (schema {self.schema!r}) is {pending} migration(s) behind this "
@@ -1009,6 +1027,8 @@ class PostgresBackend:
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run ``op()`` in one transaction, re-running it whole after a transient failure."""
+        if write and self.read_only:
+            raise ReadOnlyError(f"{self._where} is open read-only: nothing was written")
         if self._thread is None:
             if self._closed:
                 raise ClosedError("the store is closed")

@@ -31,7 +31,7 @@ from ..model import (
     Usage,
     UsageRow,
 )
-from .append import index_backlog
+from .append import copy_backlog, index_backlog
 from .base import (
     Fetch,
     Op,
@@ -455,16 +455,22 @@ def search(
     types: Sequence[str] | None,
     limit: int,
     order: SearchOrder = "relevance",
+    feed: bool = True,
 ) -> Op[list[SearchResult]]:
     """Items whose text matches ``query``: exact-phrase matches first, then by ``order``.
 
     ``relevance`` ranks every match (its cost grows with the number of matching items);
-    ``recent`` takes the newest matches, at a cost that does not.
+    ``recent`` takes the newest matches, at a cost that does not. ``feed=False`` (a read-only
+    store) leaves the search index as it is and searches a private copy of its backlog too.
     """
     parsed = parse_search(query)
     if not parsed:
         return []
-    yield from index_backlog()
+    backlog = False
+    if feed:
+        yield from index_backlog()
+    else:
+        backlog = yield from copy_backlog()
     common = {
         "sid": session_id,
         "roles": json.dumps(list(roles)) if roles is not None else None,
@@ -482,17 +488,20 @@ def search(
     for fts, tsq, exact in tiers:
         if fts is None or len(results) >= limit:
             continue
-        rows = yield Query(
-            "search" if order == "relevance" else "search_recent",
-            {
-                **common,
-                "fts": fts,
-                "tsq": tsq,
-                "exclude": json.dumps([result.item_id for result in results]),
-                "limit": limit - len(results),
-            },
-            Fetch.ALL,
-        )
+        name = "search" if order == "relevance" else "search_recent"
+        params = {
+            **common,
+            "fts": fts,
+            "tsq": tsq,
+            "exclude": json.dumps([result.item_id for result in results]),
+            "limit": limit - len(results),
+        }
+        rows = yield Query(name, params, Fetch.ALL)
+        if backlog:
+            rows = rows + (yield Query(name + "_backlog", params, Fetch.ALL))
+            # Both in the statements' order: rank (negated) first, else newest first.
+            rows.sort(key=lambda row: (-row[7], row[0]) if order == "relevance" else -row[0])
+            del rows[params["limit"] :]
         results.extend(
             SearchResult(
                 session_id=row[1],

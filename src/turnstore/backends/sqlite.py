@@ -12,26 +12,29 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..errors import (
     ClosedError,
+    ConfigurationError,
     ConnectionFailedError,
+    ReadOnlyError,
     SchemaError,
     StorageError,
     TurnstoreError,
 )
 from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op
 from .queries import ORDERS
-from .schema import migrate_step
+from .schema import migrate_step, pending_migrations
 
-__all__ = ["MIGRATIONS", "SQL", "SQLiteBackend", "now"]
+__all__ = ["MIGRATIONS", "SQL", "FileKind", "SQLiteBackend", "now", "sqlite_file_kind"]
 
 T = TypeVar("T")
 log = logging.getLogger("turnstore")
@@ -397,6 +400,16 @@ SQL: dict[str, str | None] = {
         SELECT id, text FROM items WHERE id > {_INDEXED_THROUGH} AND text IS NOT NULL""",
     "mark_indexed": """
         UPDATE items_fts_state SET indexed_through = (SELECT coalesce(max(id), 0) FROM items)""",
+    # A read-only store's searches: the backlog is copied into an index in the connection's
+    # own (in-memory) temp database, which even a mode=ro or immutable connection may write.
+    "create_backlog_copy": """
+        CREATE VIRTUAL TABLE IF NOT EXISTS temp.items_fts_backlog USING fts5 (
+            text, tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+    "clear_backlog_copy": "DELETE FROM temp.items_fts_backlog",
+    "copy_backlog": f"""
+        INSERT INTO temp.items_fts_backlog (rowid, text)
+        SELECT id, text FROM items WHERE id > {_INDEXED_THROUGH} AND text IS NOT NULL""",
     "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid ORDER BY id",
     # Through runs (indexed by session) so that items need no session index of their own.
     "session_items": """
@@ -595,21 +608,24 @@ QUERY_SQL: dict[str, str | None] = {
     # the rows returned.
     # "recent" leaves rank out: bm25 needs every query term's document count, which costs a
     # scan of the term's whole index entry when the term is common.
+    # The "_backlog" variants search the private copy of the items the index lacks that a
+    # read-only store makes (see copy_backlog).
     **{
-        name: f"""
+        name + suffix: f"""
         SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
-            snippet(items_fts, 0, :open, :close, '…', 16), {rank}
-        FROM items_fts JOIN items i ON i.id = items_fts.rowid
-        WHERE items_fts MATCH :fts
+            snippet({fts}, 0, :open, :close, '…', 16), {rank.format(fts=fts)}
+        FROM {fts} JOIN items i ON i.id = {fts}.rowid
+        WHERE {fts} MATCH :fts
           AND (:sid IS NULL OR i.session_id = :sid)
           AND (:roles IS NULL OR i.role IN (SELECT value FROM json_each(:roles)))
           AND (:types IS NULL OR i.type IN (SELECT value FROM json_each(:types)))
           AND i.id NOT IN (SELECT value FROM json_each(:exclude))
-        ORDER BY {order}
+        ORDER BY {order.format(fts=fts)}
         LIMIT :limit"""
+        for suffix, fts in (("", "items_fts"), ("_backlog", "items_fts_backlog"))
         for name, rank, order in (
-            ("search", "-items_fts.rank", "items_fts.rank, i.id"),
-            ("search_recent", "0.0", "items_fts.rowid DESC"),
+            ("search", "-{fts}.rank", "{fts}.rank, i.id"),
+            ("search_recent", "0.0", "{fts}.rowid DESC"),
         )
     },
 }
@@ -648,6 +664,76 @@ def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+FileKind = Literal["empty", "turnstore", "sdk-sessions", "foreign"]
+
+# The Agents SDK's SQLiteSession tables, and AdvancedSQLiteSession's extra ones.
+SDK_SESSION_TABLES = frozenset({"agent_sessions", "agent_messages"})
+SDK_ADVANCED_TABLES = frozenset({"message_structure", "turn_usage"})
+
+
+def sqlite_file_kind(tables: Iterable[str]) -> FileKind:
+    """What a SQLite database is, by the names of its tables.
+
+    ``empty`` (no tables: a new file, or a 0-byte one), ``turnstore`` (it has turnstore's
+    version table), ``sdk-sessions`` (only the Agents SDK's session tables: opening adds
+    turnstore's tables beside them, on purpose) or ``foreign`` (another application's, which
+    ``Store.open`` refuses untouched).
+    """
+    names = {name.lower() for name in tables if not name.lower().startswith("sqlite_")}
+    if "turnstore_schema" in names:
+        return "turnstore"
+    if not names:
+        return "empty"
+    if "agent_messages" in names and names <= SDK_SESSION_TABLES | SDK_ADVANCED_TABLES:
+        return "sdk-sessions"
+    return "foreign"
+
+
+def _tables(conn: sqlite3.Connection, path: str) -> list[str]:
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise SchemaError(f"{path} is not a SQLite database") from exc
+        raise _driver_error(exc, path) from exc
+    return [name for (name,) in rows]
+
+
+def _file_kind(conn: sqlite3.Connection, path: str) -> FileKind:
+    return sqlite_file_kind(_tables(conn, path))
+
+
+def _foreign_message(conn: sqlite3.Connection, path: str) -> str:
+    tables = sorted(name for name in _tables(conn, path) if not name.startswith("sqlite_"))
+    listed = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
+    return (
+        f"{path} is a database of another application (tables {listed}), not a turnstore "
+        "database; it was left untouched: use another file"
+    )
+
+
+def _connect_uri(path: Path, flags: str, busy_timeout: float) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(
+            f"{path.resolve().as_uri()}?{flags}",
+            uri=True,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+    except sqlite3.Error as exc:
+        raise ConnectionFailedError(f"cannot open {path}: {exc}") from exc
+
+
+def _set_caches(conn: sqlite3.Connection) -> None:
+    # Sorts (tail reads, the viewer's windows, analytics) stay in memory: spilling them to
+    # temporary files made reads ~10% slower (bench/).
+    conn.execute("PRAGMA temp_store = MEMORY")
+    # A 32 MiB page cache (the default is 2 MiB) keeps the index pages that every write and
+    # path read touches in the process, not behind a system call.
+    conn.execute("PRAGMA cache_size = -32768")
 
 
 class _Checkpointer:
@@ -704,23 +790,31 @@ class SQLiteBackend:
     """A SQLite database file (or ``:memory:``), served by one worker thread."""
 
     def __init__(
-        self, path: str | Path = ":memory:", *, busy_timeout: float = 30.0, durable: bool = False
+        self,
+        path: str | Path = ":memory:",
+        *,
+        busy_timeout: float = 30.0,
+        durable: bool = False,
+        read_only: bool = False,
     ) -> None:
         """Open (and create or upgrade) the database at ``path``.
 
         ``busy_timeout`` is how long a writer waits for another process's write lock.
         ``durable=True`` makes every commit wait for the disk (``synchronous=FULL``); the default
         (``NORMAL`` under WAL) can lose the last commits on power loss but never corrupts the
-        database, and is several times faster per write.
+        database, and is several times faster per write. ``read_only=True`` opens an existing
+        turnstore database without ever writing to it (see ``_open_read_only``).
         """
         self.path = str(path)
+        self.read_only = bool(read_only)
         self._lock = threading.Lock()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
         self._checkpointer: _Checkpointer | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "turnstore-sqlite")
         try:
-            self._executor.submit(self._open, busy_timeout, durable).result()
+            opener = self._open_read_only if self.read_only else self._open
+            self._executor.submit(opener, busy_timeout, durable).result()
         except BaseException:
             self.close()
             raise
@@ -743,24 +837,85 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             raise ConnectionFailedError(f"cannot open {self.path}: {exc}") from exc
         self._conn = conn
+        # Before anything writes (the WAL switch included): another application's file is
+        # refused as it was found.
+        if _file_kind(conn, self.path) == "foreign":
+            raise SchemaError(_foreign_message(conn, self.path))
         try:
             if self.path != ":memory:":
                 _set_wal(conn, busy_timeout)
                 conn.execute(f"PRAGMA wal_autocheckpoint = {_Checkpointer.FALLBACK_PAGES}")
             conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
             conn.execute("PRAGMA foreign_keys = ON")
-            # Sorts (tail reads, the viewer's windows, analytics) stay in memory: spilling
-            # them to temporary files made reads ~10% slower (bench/).
-            conn.execute("PRAGMA temp_store = MEMORY")
-            # A 32 MiB page cache (the default is 2 MiB) keeps the index pages that every
-            # write and path read touches in the process, not behind a system call.
-            conn.execute("PRAGMA cache_size = -32768")
+            _set_caches(conn)
         except sqlite3.Error as exc:
             raise _driver_error(exc, self.path) from exc
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):
             pass
         if self.path != ":memory:":
             self._checkpointer = _Checkpointer(self.path)
+
+    def _open_read_only(self, busy_timeout: float, durable: bool) -> None:
+        """Open an existing turnstore database with SQLite's ``mode=ro``: nothing is migrated,
+        the journal mode is left as it is, and no statement can write to the file.
+
+        A WAL database needs its ``-shm`` index, which a read-only connection creates when
+        the directory is writable. Where it cannot (a read-only directory or mount, no
+        ``-shm`` yet) and no write-ahead log holds data, the file is opened ``immutable``:
+        SQLite then takes no locks and assumes nobody changes the file, so a read may see a
+        torn state if someone does. A non-empty ``-wal`` that cannot be read is refused, since
+        ``immutable`` would silently ignore the commits it holds.
+        """
+        if self.path == ":memory:":
+            raise ConfigurationError("a read-only store needs a database file, not :memory:")
+        path = Path(self.path).expanduser()
+        if not path.is_file():
+            raise ConnectionFailedError(
+                f"cannot open {self.path} read-only: "
+                + ("it is not a file" if path.exists() else "no such file")
+            )
+        # A first look at the database file alone (immutable: no -shm, no locks), so that
+        # another application's file is refused before SQLite creates anything beside it.
+        peek = _connect_uri(path, "immutable=1", busy_timeout)
+        try:
+            if _file_kind(peek, self.path) == "foreign":
+                raise SchemaError(_foreign_message(peek, self.path))
+        except StorageError:
+            pass  # e.g. a page torn by a writer's checkpoint: the real open below decides
+        finally:
+            peek.close()
+        conn = _connect_uri(path, "mode=ro", busy_timeout)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            wal = Path(f"{path}-wal")
+            if os.access(path.resolve().parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
+                raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from exc
+            log.info("%s: read-only directory, opening the database immutable", self.path)
+            conn = _connect_uri(path, "immutable=1", busy_timeout)
+        except sqlite3.DatabaseError:
+            pass  # not a database: _file_kind says so
+        self._conn = conn
+        kind = _file_kind(conn, self.path)
+        if kind == "foreign":
+            raise SchemaError(_foreign_message(conn, self.path))
+        if kind != "turnstore":
+            what = "empty" if kind == "empty" else "an Agents SDK session database"
+            raise SchemaError(
+                f"{self.path} is {what}, not a turnstore database: there is nothing to read"
+            )
+        behind = self._transaction(lambda: pending_migrations(MIGRATIONS), write=False)
+        if behind:
+            raise SchemaError(
+                f"{self.path}'s schema is {behind} migration(s) older than this turnstore: too "
+                f"old to read without migrating, which a read-only open never does; run "
+                f"`turnstore migrate --db {self.path}` with write access first"
+            )
+        try:
+            _set_caches(conn)
+        except sqlite3.Error as exc:
+            raise _driver_error(exc, self.path) from exc
 
     def _drive(self, op: Op[T]) -> T:
         assert self._conn is not None
@@ -806,6 +961,8 @@ class SQLiteBackend:
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run ``op()`` in one transaction on the worker thread."""
+        if write and self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only: nothing was written")
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")

@@ -1,0 +1,385 @@
+"""Read-only stores and foreign files: ``Store.open(..., read_only=True)`` never writes, and
+``Store.open`` leaves a database it does not own exactly as it found it.
+
+Read-only is a conformance test (every backend); the file-level checks are SQLite's. The
+suite runs as root, whom file permissions do not stop: the read-only directory and file
+checks therefore run in a child process that drops to the user ``nobody`` first (skipped
+where that user does not exist; as a non-root user, plain permissions already apply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import assistant, user
+from turnstore import (
+    ConfigurationError,
+    ReadOnlyError,
+    SchemaError,
+    Store,
+)
+from turnstore.backends import sqlite as sqlite_backend
+from turnstore.backends.sqlite import sqlite_file_kind
+
+ITEMS = [user("where is the zebra"), assistant("behind the giraffe")]
+
+
+def _files(path: Path) -> dict[str, str]:
+    """The SHA-256 of the database file and of its -wal and -shm, where present."""
+    return {
+        name.name: hashlib.sha256(name.read_bytes()).hexdigest()
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
+        if name.exists()
+    }
+
+
+def _open_read_only(target: str, options: dict[str, Any]) -> Store:
+    return Store.open(target, **options, read_only=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Read-only stores, on every backend
+
+
+async def test_read_only_store_reads_and_refuses_every_write(
+    db_target: tuple[str, dict[str, Any]], backend_name: str
+) -> None:
+    target, options = db_target
+    if backend_name == "sqlite-memory":
+        with pytest.raises(ConfigurationError, match="needs a database file"):
+            _open_read_only(target, options)
+        return
+    writer = Store.open(target, **options)
+    try:
+        await writer.add_items("s", ITEMS)
+        [run] = await writer.runs("s")
+    finally:
+        await writer.aclose()
+    store = _open_read_only(target, options)
+    try:
+        assert store.read_only
+        assert await store.get_items("s") == ITEMS
+        assert [hit.item_id for hit in await store.search("zebra")]
+        assert (await store.sessions()).sessions[0].session_id == "s"
+        assert await store.export("s")
+        writes: list[Callable[[], Any]] = [
+            lambda: store.add_items("s", [user("more")]),
+            lambda: store.add_items("new", [user("more")]),
+            lambda: store.pop_item("s"),
+            lambda: store.clear_session("s"),
+            lambda: store.fork("s", run.id, "again"),
+            lambda: store.move_head("s", run.id, to_parent=True),
+            lambda: store.delete_branch("s", run.id),
+            lambda: store.update_session("s", title="t"),
+            lambda: store.delete_session("s"),
+        ]
+        for write in writes:
+            with pytest.raises(ReadOnlyError, match="read-only"):
+                await write()
+        assert await store.get_items("s") == ITEMS
+        assert (await store.session("new")) is None
+    finally:
+        await store.aclose()
+
+
+def test_read_only_open_never_creates_a_schema(
+    db_target: tuple[str, dict[str, Any]], backend_name: str
+) -> None:
+    target, options = db_target
+    if backend_name == "sqlite-memory":
+        return  # refused above: there is no file
+    if backend_name == "sqlite-file":
+        Path(target).touch()
+    with pytest.raises(SchemaError, match=r"not a turnstore database|no turnstore schema"):
+        _open_read_only(target, options)
+    if backend_name == "sqlite-file":
+        assert Path(target).stat().st_size == 0
+
+
+def _old_database(
+    monkeypatch: pytest.MonkeyPatch, backend_name: str, target: str, options: dict[str, Any]
+) -> None:
+    """Create the database at the schema version before the newest."""
+    if backend_name == "postgres":
+        from turnstore.backends import postgres as module
+    else:
+        module = sqlite_backend  # type: ignore[assignment]
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:-1])
+        Store.open(target, **options).close()
+
+
+def test_read_only_open_refuses_an_older_schema_and_never_migrates(
+    monkeypatch: pytest.MonkeyPatch, db_target: tuple[str, dict[str, Any]], backend_name: str
+) -> None:
+    target, options = db_target
+    if backend_name == "sqlite-memory":
+        return
+    _old_database(monkeypatch, backend_name, target, options)
+    before = _files(Path(target)) if backend_name == "sqlite-file" else None
+    with pytest.raises(SchemaError, match=r"too old to read without migrating.*turnstore migrate"):
+        _open_read_only(target, options)
+    if before is not None:  # (a reader may leave an empty -wal and a -shm)
+        assert _files(Path(target))["turnstore.db"] == before["turnstore.db"]
+    # Still at the old version: a normal open migrates it.
+    store = Store.open(target, **options)
+    store.close()
+    _open_read_only(target, options).close()
+
+
+async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.db"
+    writer = Store.open(path)
+    await writer.add_items("s", ITEMS)  # fewer than INDEX_BATCH: left for the next search
+    await writer.add_items("t", [user("zebra crossing"), assistant("stripes")])
+    await writer.aclose()
+    with sqlite3.connect(path) as conn:
+        [(through,)] = conn.execute("SELECT indexed_through FROM items_fts_state")
+    assert through == 0
+    before = _files(path)
+    store = Store.open(path, read_only=True)
+    try:
+        hits = await store.search("zebra")
+        assert sorted(hit.session_id for hit in hits) == ["s", "t"]
+        assert next(hit.session_id for hit in await store.search('"zebra crossing"')) == "t"
+        recent = await store.search("zebra", order="recent", limit=1)
+        assert [hit.session_id for hit in recent] == ["t"]
+    finally:
+        await store.aclose()
+    assert _files(path)["c.db"] == before["c.db"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT indexed_through FROM items_fts_state").fetchall() == [(0,)]
+    # A writable store feeds the index and finds the same items.
+    writer = Store.open(path)
+    try:
+        assert sorted(hit.session_id for hit in await writer.search("zebra")) == ["s", "t"]
+    finally:
+        await writer.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# Read-only files and directories (SQLite), checked as an unprivileged user
+
+_READER = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    from turnstore import Store
+
+    async def warm():
+        store = Store.open(":memory:")
+        await store.add_items("w", [{"role": "user", "content": "warm"}])
+        await store.search("warm")
+        await store.aclose()
+
+    # Everything is imported first: the interpreter's own files (under /root) are out of the
+    # unprivileged user's reach.
+    asyncio.run(warm())
+    if os.getuid() == 0:
+        os.setgid(int(sys.argv[3])); os.setuid(int(sys.argv[2]))
+
+    async def main():
+        store = Store.open(sys.argv[1], read_only=True)
+        try:
+            items = await store.get_items("s")
+            hits = await store.search("zebra")
+            try:
+                await store.add_items("s", [{"role": "user", "content": "x"}])
+                refused = False
+            except Exception as exc:
+                refused = type(exc).__name__
+        finally:
+            await store.aclose()
+        print(json.dumps({"items": len(items), "hits": len(hits), "refused": refused}))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory under /tmp that an unprivileged user can reach (pytest's is root-only)."""
+    if os.getuid() == 0:
+        try:
+            pwd.getpwnam("nobody")
+        except KeyError:
+            pytest.skip("no user 'nobody' to drop privileges to")
+    path = Path(tempfile.mkdtemp(prefix="turnstore-ro-"))
+    path.chmod(0o755)
+    yield path
+    path.chmod(0o755)
+    shutil.rmtree(path)
+
+
+def _run_as_nobody(path: Path) -> subprocess.CompletedProcess[str]:
+    """Run _READER on ``path`` in a child process, as ``nobody`` when this one is root."""
+    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
+    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return subprocess.run(
+        [sys.executable, "-c", _READER, str(path), *ids],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": src},
+        check=False,
+    )
+
+
+def _read_as_nobody(path: Path) -> dict[str, Any]:
+    result = _run_as_nobody(path)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def _written(path: Path) -> None:
+    async def write() -> None:
+        store = Store.open(path)
+        try:
+            await store.add_items("s", ITEMS)
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+
+
+@pytest.mark.parametrize("shm", [False, True], ids=["no-shm", "with-shm"])
+def test_read_only_directory_and_file(shared_dir: Path, shm: bool) -> None:
+    path = shared_dir / "c.db"
+    _written(path)  # closed: no -wal or -shm left
+    if shm:  # a -shm left by a reader, as after a read-only open of a writable directory
+        _read_as_nobody(path)
+    path.chmod(0o444)
+    shared_dir.chmod(0o555)
+    before = sorted(os.listdir(shared_dir)), _files(path)
+    # Without privileges, nothing here can be written: the proof that the reader does not.
+    assert _read_as_nobody(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
+    assert (sorted(os.listdir(shared_dir)), _files(path)) == before
+
+
+def test_read_only_file_in_a_writable_directory(shared_dir: Path) -> None:
+    path = shared_dir / "c.db"
+    _written(path)
+    path.chmod(0o444)
+    shared_dir.chmod(0o777)  # SQLite may create the -shm and -wal a WAL reader needs
+    digest = _files(path)["c.db"]
+    assert _read_as_nobody(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
+    assert _files(path)["c.db"] == digest
+    assert not Path(f"{path}-wal").stat().st_size
+
+
+def test_unreadable_write_ahead_log_is_refused_not_ignored(shared_dir: Path) -> None:
+    path = shared_dir / "c.db"
+    _written(path)
+    # A -wal holding commits, without its -shm, in a directory the reader cannot write:
+    # opening immutable would silently read the database without those commits.
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("UPDATE sessions SET title = 'uncheckpointed'")
+    wal = Path(f"{path}-wal").read_bytes()
+    copy = shared_dir / "copy"
+    copy.mkdir()
+    shutil.copy(path, copy / "c.db")
+    (copy / "c.db-wal").write_bytes(wal)
+    conn.close()
+    for name in os.listdir(copy):
+        (copy / name).chmod(0o444)
+    copy.chmod(0o555)
+    result = _run_as_nobody(copy / "c.db")
+    copy.chmod(0o755)
+    assert result.returncode == 1
+    assert "ConnectionFailedError: cannot open" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Foreign files
+
+
+def test_file_kinds() -> None:
+    assert sqlite_file_kind([]) == "empty"
+    assert sqlite_file_kind(["sqlite_sequence"]) == "empty"
+    assert sqlite_file_kind(["turnstore_schema", "sessions", "agent_messages"]) == "turnstore"
+    assert sqlite_file_kind(["agent_sessions", "agent_messages"]) == "sdk-sessions"
+    assert (
+        sqlite_file_kind(["agent_sessions", "agent_messages", "message_structure", "turn_usage"])
+        == "sdk-sessions"
+    )
+    assert sqlite_file_kind(["agent_sessions"]) == "foreign"
+    assert sqlite_file_kind(["agent_messages", "invoices"]) == "foreign"
+    assert sqlite_file_kind(["invoices"]) == "foreign"
+
+
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+@pytest.mark.parametrize("read_only", [False, True], ids=["open", "read-only"])
+def test_foreign_database_is_refused_byte_identical(
+    tmp_path: Path, journal: str, read_only: bool
+) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA journal_mode = {journal}")
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    conn.close()
+    before = sorted(os.listdir(tmp_path)), _files(path)
+    with pytest.raises(SchemaError, match=r"another application \(tables invoices\)"):
+        Store.open(path, read_only=read_only)
+    assert (sorted(os.listdir(tmp_path)), _files(path)) == before
+    assert os.listdir(tmp_path) == ["other.db"]
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["open", "read-only"])
+def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path: Path, read_only: bool) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes\n" * 200)
+    with pytest.raises(SchemaError, match="not a SQLite database"):
+        Store.open(path, read_only=read_only)
+    assert path.read_text() == "these are my notes\n" * 200
+    assert os.listdir(tmp_path) == ["notes.db"]
+
+
+def test_an_empty_file_becomes_a_new_database_unless_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    path.touch()
+    with pytest.raises(SchemaError, match="is empty, not a turnstore database"):
+        Store.open(path, read_only=True)
+    assert path.stat().st_size == 0
+    assert os.listdir(tmp_path) == ["new.db"]
+    _written(path)
+    assert stat.S_ISREG(path.stat().st_mode)
+    assert path.stat().st_size > 0
+
+
+async def test_a_file_of_sdk_session_tables_is_opened_as_before(tmp_path: Path) -> None:
+    from agents.memory import SQLiteSession
+
+    path = tmp_path / "sdk.db"
+    sdk = SQLiteSession("conv", str(path))
+    await sdk.add_items([user("hi")])  # type: ignore[list-item]
+    sdk.close()
+    store = Store.open(path)
+    try:
+        await store.add_items("s", ITEMS)
+    finally:
+        await store.aclose()
+    with sqlite3.connect(path) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    assert {"agent_sessions", "agent_messages", "turnstore_schema", "runs"} <= tables
