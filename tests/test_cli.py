@@ -857,13 +857,14 @@ def test_import_errors(tmp_path: Path, sqlite_session_db: Path) -> None:
     )
     assert "holds no 'nope' table" in line
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"session_id": "s", "run_id": 1, "item": {"role": "user"}}\n{oops\n')
-    assert "bad.jsonl:2: not JSON" in error_line(cli("import", str(bad), "--db", db, code=1))
+    bad.write_text('{"oops": 1}\n{oops\n')
+    line = error_line(cli("import", str(bad), "--db", db, code=1))
+    assert "holds no importable turnstore export record (line 1 has no session_id)" in line
     orphan = tmp_path / "orphan.jsonl"
     orphan.write_text(
         '{"session_id": "s", "run_id": 2, "parent_id": 1, "item": {"role": "user"}}\n'
     )
-    assert "parent" in error_line(cli("import", str(orphan), "--db", db, code=1))
+    assert "no run whose parent" in error_line(cli("import", str(orphan), "--db", db, code=1))
     # A source is read before the store is opened: nothing was created.
     assert not Path(db).exists()
 

@@ -32,6 +32,8 @@ from .backends.base import dumps_item, loads_item, prepare_items
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,
+    InvalidItemError,
+    InvalidOperationError,
     SchemaError,
     SessionNotFoundError,
     TurnstoreError,
@@ -73,7 +75,7 @@ class SourceSession:
     session_id: str
     roots: list[SourceRun] = field(default_factory=list)
     head: SourceRun | None = None
-    skipped: int = 0  # source rows that are not importable items (corrupt JSON, not objects)
+    skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
 
     def walk(self) -> Iterator[tuple[SourceRun, SourceRun | None]]:
         """Every run with its parent, parents first and siblings in order (no recursion)."""
@@ -115,6 +117,7 @@ class Source(ABC):
 
     kind: str
     location: str
+    skipped: int = 0  # rows of no readable session (a session id that is not text, …)
 
     @abstractmethod
     async def session_ids(self) -> list[str]:
@@ -133,10 +136,11 @@ class Source(ABC):
 
 
 def _decode(data: Any) -> dict[str, Any] | None:
-    """A stored item; None for corrupt JSON (the SDK skips it too) or JSON that is no object."""
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "surrogatepass")
+    """A stored item; None for corrupt JSON (the SDK skips it too), text that is not UTF-8, or
+    JSON that is no object."""
     try:
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "surrogatepass")
         item = loads_item(data)
     except (TypeError, ValueError, RecursionError):
         return None
@@ -208,9 +212,20 @@ def _quote(name: str) -> str:
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection to the SQLite file ``path`` (which must exist)."""
     try:
-        return sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise ConnectionFailedError(f"cannot open {path}: {exc}") from exc
+    conn.text_factory = _text
+    return conn
+
+
+def _text(value: bytes) -> str | bytes:
+    # TEXT that is not UTF-8 comes back as bytes (sqlite3 would fail the whole query): the
+    # readers skip and count what holds it, and go on.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
 
 
 def sqlite_tables(conn: sqlite3.Connection, name: str | Path) -> list[str]:
@@ -219,7 +234,8 @@ def sqlite_tables(conn: sqlite3.Connection, name: str | Path) -> list[str]:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     except sqlite3.DatabaseError as exc:
         raise ConnectionFailedError(f"{name} is not a SQLite database ({exc})") from exc
-    return [table for (table,) in rows]
+    # A name that is not UTF-8 (see _text) is shown, never matched.
+    return [t if isinstance(t, str) else t.decode("utf-8", "replace") for (t,) in rows]
 
 
 class _SQLiteSource(Source):
@@ -260,11 +276,14 @@ class _SQLiteSource(Source):
             raise SchemaError(f"cannot read {self.location}: {exc}") from exc
 
     async def session_ids(self) -> list[str]:
-        """Sessions in order of their first message."""
+        """Sessions in order of their first message (the rows of an id that is not UTF-8
+        text are counted as skipped)."""
         rows = self._query(
-            f"SELECT session_id FROM {self._messages} GROUP BY session_id ORDER BY min(id)"
+            f"SELECT session_id, count(*) FROM {self._messages} "
+            "GROUP BY session_id ORDER BY min(id)"
         )
-        return [str(sid) for (sid,) in rows]
+        self.skipped = sum(count for sid, count in rows if isinstance(sid, bytes))
+        return [str(sid) for sid, _ in rows if not isinstance(sid, bytes)]
 
     async def total_items(self) -> int:
         """Rows of the messages table."""
@@ -293,6 +312,7 @@ class _SQLiteSource(Source):
                 ORDER BY s.sequence_number, s.id""",
             session_id,
         )
+        session = SourceSession(session_id)
         branches: dict[str, list[tuple[Any, ...]]] = {}  # in order of first appearance
         for row in rows:
             branches.setdefault(row[0], []).append(row[1:])
@@ -306,8 +326,13 @@ class _SQLiteSource(Source):
             if self._usage
             else []
         )
-        usage = {(branch, turn): _turn_usage(row) for branch, turn, *row in usage_rows}
-        session = SourceSession(session_id)
+        usage = {}
+        for branch, turn, *row in usage_rows:
+            counted = _turn_usage(row)
+            if counted is None:
+                session.skipped += 1
+            else:
+                usage[(branch, turn)] = counted
         builder = _TreeBuilder(session)
         # "main" first (the branch a new AdvancedSQLiteSession is on), then in creation order:
         # branches that share runs with it become siblings at their fork point.
@@ -322,20 +347,45 @@ class _SQLiteSource(Source):
         return session
 
 
-def _turn_usage(row: Sequence[Any]) -> Usage:
+def _count(value: Any) -> int | None:
+    """A token or request count as the database can store it (0 <= n < 2**63; None and 0
+    are 0), or None when ``value`` is not one: text, a fraction, a bool, too large."""
+    if value is None:
+        return 0
+    if (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and value.isascii() and value.isdigit()
+    ):
+        value = int(value)
+    if type(value) is not int or not 0 <= value < 2**63:
+        return None
+    return value
+
+
+def _usage(counts: dict[str, Any]) -> Usage | None:
+    """A ``Usage`` of the counts named by its fields, or None if any is not a count."""
+    checked = {name: _count(counts.get(name)) for name in _USAGE_FIELDS}
+    if any(count is None for count in checked.values()):
+        return None
+    return Usage(**checked)  # type: ignore[arg-type]
+
+
+def _turn_usage(row: Sequence[Any]) -> Usage | None:
+    """A ``turn_usage`` row's usage; None if it holds something that is not a count."""
     requests, input_tokens, output_tokens, total_tokens, input_details, output_details = row
 
-    def detail(data: Any, key: str) -> int:
+    def detail(data: Any, key: str) -> Any:
         parsed = _decode(data) if data is not None else None
-        return int((parsed or {}).get(key) or 0)
+        return (parsed or {}).get(key)
 
-    return Usage(
-        requests=int(requests or 0),
-        input_tokens=int(input_tokens or 0),
-        output_tokens=int(output_tokens or 0),
-        total_tokens=int(total_tokens or 0),
-        cached_tokens=detail(input_details, "cached_tokens"),
-        reasoning_tokens=detail(output_details, "reasoning_tokens"),
+    return _usage(
+        {
+            "requests": requests,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": total_tokens,
+            "cached_tokens": detail(input_details, "cached_tokens"),
+            "reasoning_tokens": detail(output_details, "reasoning_tokens"),
+        }
     )
 
 
@@ -437,29 +487,32 @@ class _ExportSource(Source):
             raise ConnectionFailedError(f"cannot read {path}: {exc}") from exc
 
     def _read_jsonl(self, lines: Iterable[str]) -> None:
-        from .export import runs_from_jsonl
+        """Group the lines by session; a line that is not an export record is skipped and
+        counted (the file is refused only when no line is one)."""
+        from .export import read_jsonl
 
         groups: dict[str, list[str]] = {}
+        first_error = ""
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except ValueError as exc:
-                raise SchemaError(f"{self.location}:{number}: not JSON ({exc})") from None
+                record, first_error = None, first_error or f"line {number} is not JSON ({exc})"
             sid = record.get("session_id") if type(record) is dict else None
-            if not isinstance(sid, str):
-                raise SchemaError(
-                    f"{self.location}:{number}: not a turnstore export line (no session_id)"
-                )
-            groups.setdefault(sid, []).append(line)
+            if isinstance(sid, str):
+                groups.setdefault(sid, []).append(line)
+            else:
+                self.skipped += 1
+                first_error = first_error or f"line {number} has no session_id"
         for sid, group in groups.items():
-            try:
-                new_runs = runs_from_jsonl(group)
-            except TurnstoreError as exc:
-                where = self.location if len(groups) == 1 else f"{self.location}, session {sid!r}"
-                raise SchemaError(f"{where}: {exc}") from None
-            session = self._sessions[sid] = SourceSession(sid)
+            new_runs, skipped = read_jsonl(group, strict=False)
+            if not new_runs:
+                self.skipped += skipped
+                first_error = first_error or f"session {sid!r} has no run whose parent is there"
+                continue
+            session = self._sessions[sid] = SourceSession(sid, skipped=skipped)
             made: list[SourceRun] = []
             for index, new in enumerate(new_runs):
                 run = SourceRun(
@@ -471,6 +524,9 @@ class _ExportSource(Source):
                 self._total += len(run.items)
             # Runs come in creation order, so the last one is a leaf: the newest branch.
             session.head = made[-1] if made else None
+        if not self._sessions:
+            why = f" ({first_error})" if first_error else ""
+            raise SchemaError(f"{self.location} holds no importable turnstore export record{why}")
 
     def _read_json(self, text: str) -> None:
         try:
@@ -481,11 +537,13 @@ class _ExportSource(Source):
             session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
             made: dict[Any, SourceRun] = {}
             for record in document["runs"]:
-                usage = record.get("usage") or {}
+                counts = record.get("usage") or {}
+                usage = _usage(counts) if isinstance(counts, dict) else None
+                session.skipped += usage is None  # the run is imported without its usage
                 run = SourceRun(
                     _items(record["items"]),
                     key=record["id"],
-                    usage=Usage(**{k: int(v) for k, v in usage.items() if k in _USAGE_FIELDS}),
+                    usage=usage,
                     created_at=_as_datetime(record.get("created_at")),
                 )
                 parent = record.get("parent_id")
@@ -582,7 +640,8 @@ class ImportSummary:
     runs: int = 0  # runs added (extensions of stored runs count too)
     items: int = 0  # items added
     unchanged_items: int = 0  # items the store already held
-    skipped: int = 0  # source rows that are not items (corrupt JSON, not objects)
+    skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
+    skipped_sessions: int = 0  # sessions the store refused (e.g. an id it cannot store)
 
 
 @dataclass(eq=False)
@@ -797,9 +856,16 @@ async def import_source(
                 f"{source.location} holds no session {', '.join(map(repr, missing))}"
             )
         available = [sid for sid in available if sid in set(session_ids)]
+    summary.skipped += source.skipped
     for sid in available:
         session = await source.load(sid)
-        merged = await merge_session(store, session, on_items=on_items)
+        try:
+            merged = await merge_session(store, session, on_items=on_items)
+        except (ConfigurationError, InvalidOperationError, InvalidItemError):
+            # What the store refuses in this session's data; the rest of the import goes on.
+            summary.skipped_sessions += 1
+            summary.skipped += session.skipped + sum(len(run.items) for run, _ in session.walk())
+            continue
         summary.sessions += 1
         summary.new_sessions += not merged.existed
         summary.updated_sessions += merged.existed and merged.runs > 0

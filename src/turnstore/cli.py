@@ -3,7 +3,8 @@
 A thin layer over ``Store``: each command opens the database named by ``--db`` (or the
 ``TURNSTORE_DB`` environment variable, else ``turnstore.db``), calls the library, and prints
 tables and trees for people or, with ``--json``, JSON for scripts. Errors are one line on
-stderr and a non-zero exit status. Read commands never create a database.
+stderr and a non-zero exit status. Read commands open the database read-only: they never
+create, migrate or write it, and work on a file or directory they cannot write.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
@@ -156,16 +158,60 @@ def _check_database(target: str, *, create: bool) -> None:
 
 @contextlib.asynccontextmanager
 async def _open(target: str, *, create: bool = False) -> AsyncIterator[Store]:
+    """The store at ``target``: read-only (never migrated) unless the command ``create``s."""
     _check_database(target, create=create)
-    store = Store.open(target)
+    store = Store.open(target, read_only=not create)
     try:
         yield store
     finally:
         await store.aclose()
 
 
+# What must not reach a terminal raw: C0 controls (but tab and newline), DEL and C1 controls
+# (ESC and CSI start the sequences that clear the screen, set the title or plant links), and
+# the bidirectional overrides that make text read other than it is stored.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe_text(text: str) -> str:
+    """``text`` fit for a terminal: each control character shown as its escape (``\\x1b``).
+
+    Stored text is written by models and tools: printed raw, it could drive the terminal. Every
+    human-readable output goes through this (via ``_printable``, ``_say`` and ``_fail``);
+    ``--json`` output stays exact.
+    """
+    return _UNSAFE.sub(_escape_char, text)
+
+
+def _json_safe(text: str) -> str:
+    """JSON text with the control characters JSON leaves raw (DEL, C1, bidi overrides) written
+    as ``\\u`` escapes: the same data when parsed, and safe for a terminal."""
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def _printable(value: T) -> T:
+    """``value`` (records, lists, dicts of them) with every string passed through
+    ``safe_text``: what the human-readable output of a command is made from."""
+    result: Any = value
+    if isinstance(value, str):
+        result = safe_text(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _printable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        result = dataclasses.replace(value, **fields)
+    elif isinstance(value, (list, tuple)):
+        result = type(value)(_printable(v) for v in value)
+    elif isinstance(value, dict):
+        result = {k: _printable(v) for k, v in value.items()}
+    return cast(T, result)
+
+
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {safe_text(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -175,6 +221,9 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     except TurnstoreError as exc:
         raise _fail(str(exc)) from None
+    except UnicodeEncodeError as exc:  # a non-UTF-8 argument (decoded with surrogates)
+        text = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else exc.object
+        raise _fail(f"an argument is not valid UTF-8 text ({text!r})", 2) from None
     except OSError as exc:  # e.g. an --output file that cannot be written
         raise _fail(
             f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
@@ -197,7 +246,7 @@ def _plain(value: Any) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(_plain(value), ensure_ascii=False, indent=2))
+    typer.echo(_json_safe(json.dumps(_plain(value), ensure_ascii=False, indent=2)))
 
 
 def _console() -> Console:
@@ -206,7 +255,7 @@ def _console() -> Console:
 
 def _say(message: str) -> None:
     """A sentence for people, never wrapped (so paths and commands stay copyable)."""
-    _console().print(message, soft_wrap=True)
+    _console().print(safe_text(message), soft_wrap=True)
 
 
 def _clip(text: str | None, width: int | None) -> str:
@@ -394,6 +443,8 @@ def show(
     async def go() -> None:
         async with _open(_target(ctx, db)) as store:
             info, runs, calls, active = await _session_runs(store, session)
+        if not as_json:
+            info, runs, calls = _printable((info, runs, calls))
         if as_json:
             _print_json(
                 {
@@ -451,8 +502,9 @@ def runs(
         if as_json:
             _print_json(listed)
             return
+        listed = _printable(listed)
         table = _table(
-            f"runs of {session}",
+            f"runs of {safe_text(session)}",
             [
                 ("id", "right"),
                 ("parent", "right"),
@@ -569,6 +621,7 @@ def sessions(
     if as_json:
         _print_json(page)
         return
+    page = _printable(page)
     table = _table(
         None,
         [
@@ -642,6 +695,7 @@ def tools(
     if as_json:
         _print_json(rows if calls else [{**_plain(r), "error_rate": r.error_rate} for r in rows])
         return
+    rows = _printable(rows)
     if not rows:
         _say("No tool calls.")
         return
@@ -763,6 +817,7 @@ def search(
     if as_json:
         _print_json(results)
         return
+    results = _printable(results)
     if not results:
         _say("No matches.")
         return
@@ -833,6 +888,7 @@ def usage(
     if as_json:
         _print_json(rows)
         return
+    rows = _printable(rows)
     if not rows:
         _say("No runs.")
         return
@@ -914,6 +970,8 @@ def export(
         raise _fail("--json prints a summary of the export, so it needs --output FILE")
 
     async def go() -> dict[str, Any]:
+        if output is not None:
+            _refuse_database_output(_target(ctx, db), output)
         async with _open(_target(ctx, db)) as store:
             wanted = list(sessions_ or [])
             if not wanted:
@@ -933,8 +991,13 @@ def export(
                 )
                 advance = stack.enter_context(_progress(output is not None, "exporting"))
                 advance(0, len(wanted))
+                # On a terminal, stored text must not drive it (JSON stays the same data).
+                terminal = output is None and sys.stdout.isatty()
                 for index, sid in enumerate(wanted):
                     text = await store.export(sid, fmt.value, all_branches=not active)
+                    if terminal:
+                        markdown = fmt is ExportFormatOption.markdown
+                        text = safe_text(text) if markdown else _json_safe(text)
                     if fmt is ExportFormatOption.markdown and index:
                         out.write("\n")
                     out.write(text)
@@ -949,6 +1012,27 @@ def export(
     else:
         n = summary["sessions"]
         _say(f"Exported {n} session{'s' * (n != 1)} as {fmt.value} to {escape(str(output))}.")
+
+
+def _refuse_database_output(target: str, output: Path) -> None:
+    """Refuse an --output that is the database or a file SQLite keeps beside it: opening it
+    for writing would truncate the database. Compared as files (by inode, through links and
+    ``..``), and by resolved path for one that does not exist yet."""
+    database = _sqlite_file(target)
+    if database is None:
+        return
+    resolved = os.path.realpath(output)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        own = Path(f"{database}{suffix}")
+        same = resolved == os.path.realpath(own) or (
+            own.exists() and output.exists() and os.path.samefile(output, own)
+        )
+        if same:
+            what = "the database" if not suffix else f"the database's {suffix[1:]} file"
+            raise InvalidOperationError(
+                f"--output {output} is {what} ({own}): writing it would destroy the database; "
+                "choose another file"
+            )
 
 
 async def _all_session_ids(store: Store) -> list[str]:
@@ -1063,6 +1147,11 @@ def import_(
         f"{summary.updated_sessions} updated; {summary.runs:,} runs and {summary.items:,} "
         f"items added, {summary.unchanged_items:,} items already present"
         + (f"; {summary.skipped:,} unreadable rows skipped" if summary.skipped else "")
+        + (
+            f"; {summary.skipped_sessions:,} sessions refused by the store"
+            if summary.skipped_sessions
+            else ""
+        )
         + "."
     )
 

@@ -186,12 +186,27 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
 
     Raises ``InvalidItemError`` naming the line for a line that is not an export record.
     """
+    return read_jsonl(lines, strict=True)[0]
+
+
+def _run_key(value: Any) -> bool:
+    # Run ids are ints in turnstore's exports; any JSON scalar that can key a dict is taken.
+    return isinstance(value, (int, str))
+
+
+def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int]:
+    """``runs_from_jsonl``; with ``strict=False`` lines that are not export records, and the
+    lines of runs whose parent is not in the export, are skipped and counted instead.
+
+    Returns the runs and the number of lines skipped.
+    """
     runs: list[NewRun] = []
     index_of: dict[Any, int] = {}
     items: dict[Any, list[Any]] = {}
     parents: dict[Any, Any] = {}
     created: dict[Any, datetime | None] = {}
     order: list[Any] = []
+    skipped = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -199,11 +214,16 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
             record = json.loads(line)
             run_id, item = record["run_id"], record["item"]
             parent_id = record.get("parent_id")
+            if not _run_key(run_id) or not (parent_id is None or _run_key(parent_id)):
+                raise TypeError("run_id and parent_id must be ids")
             if not isinstance(item, Mapping):
                 raise TypeError("item is not an object")
             stamp = record.get("created_at")
             when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
         except (ValueError, TypeError, KeyError) as exc:
+            if not strict:
+                skipped += 1
+                continue
             raise InvalidItemError(
                 f"line {number} is not a turnstore export record: {exc}"
             ) from None
@@ -216,6 +236,9 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
     for run_id in order:
         parent = parents[run_id]
         if parent is not None and parent not in index_of:
+            if not strict:
+                skipped += len(items[run_id])
+                continue
             raise InvalidItemError(f"run {run_id}'s parent {parent} is not in the export")
         index_of[run_id] = len(runs)
         runs.append(
@@ -225,4 +248,4 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
                 created_at=created[run_id],
             )
         )
-    return runs
+    return runs, skipped
