@@ -310,6 +310,91 @@ def test_unreadable_write_ahead_log_is_refused_not_ignored(shared_dir: Path) -> 
     assert "ConnectionFailedError: cannot open" in result.stderr
 
 
+# The CLI's read commands, as an unprivileged user on a read-only directory. Each runs once on
+# a writable copy first, as root: that imports what it needs (the interpreter's own files are
+# out of reach after dropping privileges).
+_CLI_READER = textwrap.dedent(
+    """
+    import json, os, sys
+    from typer.testing import CliRunner
+    from turnstore.cli import app
+
+    runner = CliRunner()
+    commands = json.loads(sys.argv[3])
+
+    def run_all(db):
+        results = (runner.invoke(app, [*args, "--db", db]) for args in commands)
+        return [[r.exit_code, r.stdout, r.stderr] for r in results]
+
+    run_all(sys.argv[1])
+    if os.getuid() == 0:
+        os.setgid(int(sys.argv[5])); os.setuid(int(sys.argv[4]))
+    print(json.dumps(run_all(sys.argv[2])))
+    """
+)
+
+CLI_READS = [
+    ["show", "s"],
+    ["runs", "s"],
+    ["sessions"],
+    ["tools"],
+    ["search", "zebra"],
+    ["usage"],
+    ["export", "s"],
+    ["export", "s", "-f", "markdown"],
+    ["sessions", "--json"],
+]
+
+
+def test_cli_read_commands_on_a_read_only_directory(shared_dir: Path, tmp_path: Path) -> None:
+    warm = tmp_path / "warm.db"
+    path = shared_dir / "c.db"
+    _written(warm)
+    _written(path)
+    path.chmod(0o444)
+    shared_dir.chmod(0o555)
+    before = sorted(os.listdir(shared_dir)), _files(path)
+    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
+    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+    result = subprocess.run(
+        [sys.executable, "-c", _CLI_READER, str(warm), str(path), json.dumps(CLI_READS), *ids],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    outcomes = json.loads(result.stdout)
+    for args, (code, out, err) in zip(CLI_READS, outcomes, strict=True):
+        assert code == 0, (args, out, err)
+        assert out.strip(), args
+    assert "zebra" in outcomes[CLI_READS.index(["search", "zebra"])][1]
+    assert (sorted(os.listdir(shared_dir)), _files(path)) == before
+
+
+def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from turnstore.cli import app
+
+    path = tmp_path / "old.db"
+    _old_database(monkeypatch, "sqlite-file", str(path), {})
+    digest = _files(path)["old.db"]
+    runner = CliRunner()
+    for args in CLI_READS:
+        result = runner.invoke(app, [*args, "--db", str(path)])
+        assert result.exit_code == 1, (args, result.output)
+        [line] = result.stderr.strip().splitlines()
+        assert "too old to read without migrating" in line
+        assert f"turnstore migrate --db {path}" in line
+    assert _files(path)["old.db"] == digest
+    assert runner.invoke(app, ["migrate", "--db", str(path)]).exit_code == 0
+    assert runner.invoke(app, ["sessions", "--db", str(path)]).exit_code == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Foreign files
 

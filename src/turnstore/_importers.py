@@ -29,6 +29,7 @@ from typing import Any
 
 from .backends.append import GraftRun
 from .backends.base import dumps_item, loads_item, prepare_items
+from .backends.sqlite import connect_read_only
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -210,11 +211,9 @@ def _quote(name: str) -> str:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """A read-only connection to the SQLite file ``path`` (which must exist)."""
-    try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ConnectionFailedError(f"cannot open {path}: {exc}") from exc
+    """A read-only connection to the SQLite file ``path`` (which must exist), also in a
+    directory it cannot write."""
+    conn = connect_read_only(path)
     conn.text_factory = _text
     return conn
 

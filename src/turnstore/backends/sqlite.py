@@ -34,7 +34,15 @@ from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op
 from .queries import ORDERS
 from .schema import migrate_step, pending_migrations
 
-__all__ = ["MIGRATIONS", "SQL", "FileKind", "SQLiteBackend", "now", "sqlite_file_kind"]
+__all__ = [
+    "MIGRATIONS",
+    "SQL",
+    "FileKind",
+    "SQLiteBackend",
+    "connect_read_only",
+    "now",
+    "sqlite_file_kind",
+]
 
 T = TypeVar("T")
 log = logging.getLogger("turnstore")
@@ -727,6 +735,26 @@ def _connect_uri(path: Path, flags: str, busy_timeout: float) -> sqlite3.Connect
         raise ConnectionFailedError(f"cannot open {path}: {exc}") from exc
 
 
+def connect_read_only(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
+    """A connection that can only read the existing SQLite file ``path``: ``mode=ro``, or
+    ``immutable`` where a WAL database's ``-shm`` cannot be made (see
+    ``SQLiteBackend._open_read_only``). ``ConnectionFailedError`` when neither can read it.
+    """
+    conn = _connect_uri(path, "mode=ro", busy_timeout)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        wal = Path(f"{path}-wal")
+        if os.access(path.resolve().parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
+            raise ConnectionFailedError(f"cannot open {path} read-only: {exc}") from exc
+        log.info("%s: read-only directory, opening the database immutable", path)
+        conn = _connect_uri(path, "immutable=1", busy_timeout)
+    except sqlite3.DatabaseError:
+        pass  # not a database: the caller's first query says so
+    return conn
+
+
 def _set_caches(conn: sqlite3.Connection) -> None:
     # Sorts (tail reads, the viewer's windows, analytics) stay in memory: spilling them to
     # temporary files made reads ~10% slower (bench/).
@@ -884,19 +912,7 @@ class SQLiteBackend:
             pass  # e.g. a page torn by a writer's checkpoint: the real open below decides
         finally:
             peek.close()
-        conn = _connect_uri(path, "mode=ro", busy_timeout)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError as exc:
-            conn.close()
-            wal = Path(f"{path}-wal")
-            if os.access(path.resolve().parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
-                raise ConnectionFailedError(f"cannot open {self.path} read-only: {exc}") from exc
-            log.info("%s: read-only directory, opening the database immutable", self.path)
-            conn = _connect_uri(path, "immutable=1", busy_timeout)
-        except sqlite3.DatabaseError:
-            pass  # not a database: _file_kind says so
-        self._conn = conn
+        self._conn = conn = connect_read_only(path, busy_timeout)
         kind = _file_kind(conn, self.path)
         if kind == "foreign":
             raise SchemaError(_foreign_message(conn, self.path))
