@@ -277,6 +277,38 @@ def test_an_argument_that_is_not_utf8_is_one_line(small_db: Path) -> None:
     assert result.returncode in (1, 2)
     assert result.stderr.count(b"\n") == 1
     assert result.stderr.startswith(b"error: ")
+    assert b"not valid UTF-8" in result.stderr
+
+
+def test_stored_lone_surrogates_export_and_import_back(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    text = "half a pair: \ud800 and \udfff"
+
+    async def write() -> None:
+        store = Store.open(db)
+        try:
+            await store.add_items("s", [user(text), assistant("fine")])
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+    out = tmp_path / "s.jsonl"
+    cli("export", "s", "-o", str(out), "--db", str(db))
+    assert json.loads(out.read_text(encoding="utf-8").splitlines()[0])["item"]["content"] == text
+    assert "\ufffd" in cli("export", "s", "-f", "markdown", "--db", str(db)).stdout
+    document = json.loads(cli("export", "s", "-f", "json", "--db", str(db)).stdout)
+    assert document["runs"][0]["items"][0]["content"] == text
+    copy = tmp_path / "copy.db"
+    cli("import", str(out), "--db", str(copy))
+
+    async def read() -> list[Any]:
+        store = Store.open(copy, read_only=True)
+        try:
+            return await store.get_items("s")
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(read())[0]["content"] == text
 
 
 # ---------------------------------------------------------------------------------------------

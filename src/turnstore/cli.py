@@ -223,7 +223,7 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail(str(exc)) from None
     except UnicodeEncodeError as exc:  # a non-UTF-8 argument (decoded with surrogates)
         text = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else exc.object
-        raise _fail(f"an argument is not valid UTF-8 text ({text!r})", 2) from None
+        raise _fail(f"{text!r} is not valid UTF-8 text: is an argument not UTF-8?", 2) from None
     except OSError as exc:  # e.g. an --output file that cannot be written
         raise _fail(
             f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)

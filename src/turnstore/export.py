@@ -19,6 +19,7 @@ Pure rendering over ``queries.ExportData`` (read in one transaction by ``Store.e
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from datetime import datetime
@@ -38,8 +39,17 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def _dumps(value: Any, indent: int | None = None) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which an item may hold: \u-escaped instead
+        text = json.dumps(value, indent=indent)
+    return text
+
+
+# Lone surrogates cannot be written as UTF-8; Markdown, for reading, shows them as U+FFFD.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def render(data: ExportData, fmt: ExportFormat) -> str:
@@ -101,7 +111,7 @@ def _json(data: ExportData) -> str:
         "roots": children.get(None, []),
         "runs": runs,
     }
-    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    return _dumps(document, indent=2) + "\n"
 
 
 def _quote(text: str) -> str:
@@ -178,7 +188,7 @@ def _markdown(data: ExportData) -> str:
         run, _ = runs[stack.pop()]
         lines += _markdown_run(run, data.tool_calls.get(run.id, []), label(run))
         stack.extend(reversed(children.get(run.id, [])))
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return _SURROGATE.sub("\ufffd", "\n".join(lines).rstrip("\n") + "\n")
 
 
 def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
