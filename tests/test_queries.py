@@ -995,9 +995,10 @@ async def test_a_version_1_database_upgrades(
         # which the lock reads too).
         for name in ("index_pending", "index_backlog", "mark_indexed", "upsert_head"):
             patch.setitem(module.SQL, name, None)
+        lock = module.SQL["lock_head"].replace(module._VIEW, "parent_id")
         if module is sqlite:
-            lock = module.SQL["lock_head"].replace(module._INDEXED_THROUGH, "NULL")
-            patch.setitem(module.SQL, "lock_head", lock)
+            lock = lock.replace(module._INDEXED_THROUGH, "NULL")
+        patch.setitem(module.SQL, "lock_head", lock)
         old = Store.open(target, **options)
         await old.add_items(
             "s",

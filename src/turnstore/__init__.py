@@ -22,6 +22,7 @@ from .errors import (
 from .model import (
     Branch,
     Fork,
+    HistoryTail,
     ModelResponse,
     NewRun,
     PathView,
@@ -44,6 +45,7 @@ __all__ = [
     "ConflictError",
     "ConnectionFailedError",
     "Fork",
+    "HistoryTail",
     "InvalidItemError",
     "InvalidOperationError",
     "ModelResponse",

@@ -9,6 +9,7 @@ from typing import Any
 
 __all__ = [
     "Branch",
+    "HistoryTail",
     "ModelResponse",
     "NewRun",
     "Run",
@@ -36,7 +37,13 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One user message and everything the agent did in answer."""
+    """One user message and everything the agent did in answer.
+
+    A compaction (see README, "Compaction") adds a run of ``kind`` ``"compaction"`` holding
+    what the model sees instead of the runs it replaced; its ``prior_run_id`` is the run the
+    model's history continues from above it (None: the compaction starts the history). The
+    replaced runs stay, with ``status`` ``"compacted"`` and ``compacted_by`` naming it.
+    """
 
     id: int
     session_id: str
@@ -51,6 +58,9 @@ class Run:
     item_count: int
     created_at: datetime
     updated_at: datetime
+    kind: str | None = None
+    prior_run_id: int | None = None
+    compacted_by: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,19 @@ class NewRun:
     parent: int | None = None
     usage: Usage | None = None
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTail:
+    """The newest items of a conversation as the model sees them (``Store.history_tail``).
+
+    ``items`` are oldest first; ``complete`` says that no older item precedes them. ``rows``
+    identify the stored items, so that ``Store.compact`` can refuse when the history changed.
+    """
+
+    items: list[Any]
+    complete: bool
+    rows: tuple[tuple[Any, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)

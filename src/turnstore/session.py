@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,21 @@ def _coerce_settings(settings: Any) -> Any:
     except ImportError:
         return settings
     return SessionSettings() if settings is None else coerce_session_settings(settings)
+
+
+def _sdk_snapshot_type() -> Any:
+    """The SDK's compaction snapshot class, if it has the shape the hooks below were written
+    for (``items``, ``complete``, ``replace_suffix``); else None. It is private to the SDK, so
+    it is recognised by its fields, and an SDK without it simply never calls the hooks."""
+    try:
+        from agents.memory.session import _CompactionSnapshot
+    except ImportError:
+        return None
+    try:
+        names = [field.name for field in dataclasses.fields(_CompactionSnapshot)]
+    except TypeError:  # no longer a dataclass
+        return None
+    return _CompactionSnapshot if names == ["items", "complete", "replace_suffix"] else None
 
 
 class StructuredSession:
@@ -147,6 +163,50 @@ class StructuredSession:
         """Delete this conversation: every branch, run, item and tool call."""
         await self.store.clear_session(self.session_id)
         self._pending_info = self._info  # a conversation started afresh is catalogued again
+
+    # -- compaction: the SDK's private hooks (README, "Compaction") ---------------------------
+
+    def _stores_verbatim(self) -> bool:
+        # A subclass that changes items on the way in or out must not be bypassed by the
+        # hooks (the SDK's own sessions refuse for theirs alike): it gets the SDK's fallback.
+        cls = type(self)
+        return (
+            cls.get_items is StructuredSession.get_items
+            and cls.add_items is StructuredSession.add_items
+        )
+
+    async def _get_compaction_snapshot(self, limit: int, *, prune_prefix: Any = None) -> Any:
+        """The newest ``limit`` items, with an atomic replacement of a suffix of them.
+
+        ``OpenAIResponsesCompactionSession`` calls this for automatic compaction and then
+        ``replace_suffix(start, items)``, which returns False (changing nothing) when the
+        history changed in between. None (the SDK then needs the whole history to match, or
+        skips) when the SDK's snapshot type has another shape, a subclass transforms items or
+        one is corrupt. ``prune_prefix`` (expired items an ``EncryptedSession`` would delete)
+        is ignored: the transcript keeps them, and ``EncryptedSession`` hides them on reading.
+        """
+        snapshot_type = _sdk_snapshot_type()
+        if snapshot_type is None or not self._stores_verbatim():
+            return None
+        store = self.store
+        tail = await store.history_tail(self.session_id, limit)
+        if tail is None:
+            return None
+
+        async def replace_suffix(start: int, items: list[Any]) -> bool:
+            return await store.compact(self.session_id, items, tail=tail, start=start)
+
+        return snapshot_type(tail.items, tail.complete, replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[Any]) -> bool:
+        """Replace the whole history the model sees by ``items`` (manual compaction).
+
+        One transaction, and the transcript is kept; False (the SDK then clears and adds)
+        for a subclass that transforms items.
+        """
+        if not self._stores_verbatim():
+            return False
+        return await self.store.compact(self.session_id, items)
 
     # -- the catalogue and run hooks -----------------------------------------------------------
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .backends import append, base, history, queries, reads
+from .backends import append, base, compaction, history, queries, reads
 from .backends.base import Backend
 from .backends.history import ANY_HEAD, ExpectedHead
 from .backends.queries import SearchOrder, SessionOrder, UsageGroup
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .export import ExportFormat
 from .model import (
     Branch,
+    HistoryTail,
     ModelResponse,
     NewRun,
     PathView,
@@ -223,6 +224,44 @@ class Store:
         """Delete the session with every branch and derived row."""
         sid = _check_session_id(session_id)
         await self.backend.run(lambda: history.clear_session(sid), write=True)
+
+    async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:
+        """The newest ``limit`` items the model sees, for ``compact``; None if one is corrupt."""
+        sid = _check_session_id(session_id)
+        size = _check_limit(limit)
+        return await self.backend.run(lambda: compaction.history_tail(sid, size), write=False)
+
+    async def compact(
+        self,
+        session_id: str,
+        items: Sequence[Any],
+        *,
+        tail: HistoryTail | None = None,
+        start: int = 0,
+    ) -> bool:
+        """Replace what the model sees from ``tail.items[start]`` on by ``items``: a compaction.
+
+        Without ``tail`` the whole history the model sees is replaced. One transaction, and
+        nothing is deleted: the compacted items become a compaction run below the head, the
+        replaced runs stay in the transcript marked ``compacted`` (see README, "Compaction").
+        Returns False, changing nothing, when the newest items are no longer ``tail``'s or
+        ``start`` leaves none of them to replace (as the SDK's ``SQLiteSession`` does).
+        """
+        sid = _check_session_id(session_id)
+        batch = base.prepare_items(items)
+        replaced = None
+        if tail is not None:
+            if not isinstance(tail, HistoryTail):
+                raise InvalidOperationError(f"tail must be a HistoryTail, got {tail!r}")
+            if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+                raise InvalidOperationError(f"start must be an int >= 0, got {start!r}")
+            replaced = tail.rows[start:]
+        elif start != 0:
+            raise InvalidOperationError("start needs a tail")
+        now = self.backend.now()
+        return await self.backend.run(
+            lambda: compaction.compact(sid, batch, now, replaced), write=True
+        )
 
     async def session(self, session_id: str) -> SessionInfo | None:
         """The session's catalogue entry, or None if it has never been written."""

@@ -30,6 +30,7 @@ __all__ = [
     "copy_backlog",
     "graft",
     "index_backlog",
+    "insert_item",
     "parent_head",
     "reports_error",
     "update_session",
@@ -256,22 +257,9 @@ def _apply_append_run(
                 },
             )
     for item in items:
-        info = item.prepared.info
-        item.id = item.run.newest_item_id = yield Query(
-            "insert_item",
-            {
-                "sid": sid,
-                "run_id": item.run.id,
-                "position": item.position,
-                "type": info.type,
-                "role": info.role,
-                "call_id": info.call_id,
-                "name": info.name,
-                "text": info.text,
-                "data": item.prepared.data,
-                "now": now,
-            },
-            Fetch.ID,
+        assert item.run.id is not None
+        item.id = item.run.newest_item_id = yield from insert_item(
+            sid, item.run.id, item.position, item.prepared, now
         )
     for call in calls:
         info = call.info
@@ -311,6 +299,30 @@ def _apply_append_run(
             "set_run_usage", {"sid": sid, "id": last.id, "now": now, **_usage_params(usage)}
         )
     return last
+
+
+def insert_item(
+    session_id: str, run_id: int, position: int, prepared: PreparedItem, now: Any
+) -> Op[int]:
+    """Store one item at ``position`` of a run; return its id."""
+    info = prepared.info
+    item_id: int = yield Query(
+        "insert_item",
+        {
+            "sid": session_id,
+            "run_id": run_id,
+            "position": position,
+            "type": info.type,
+            "role": info.role,
+            "call_id": info.call_id,
+            "name": info.name,
+            "text": info.text,
+            "data": prepared.data,
+            "now": now,
+        },
+        Fetch.ID,
+    )
+    return item_id
 
 
 def _usage_params(usage: Usage) -> dict[str, int]:

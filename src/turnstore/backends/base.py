@@ -211,7 +211,7 @@ def as_datetime(value: Any) -> datetime:
 RUN_COLUMNS = (
     "id, session_id, parent_id, depth, user_message, assistant_message, agent_name, model, "
     "status, requests, input_tokens, output_tokens, total_tokens, cached_tokens, "
-    "reasoning_tokens, item_count, created_at, updated_at"
+    "reasoning_tokens, item_count, created_at, updated_at, kind, prior_run_id, compacted_by"
 )
 
 
@@ -231,6 +231,9 @@ def run_from_row(row: Sequence[Any]) -> Run:
         item_count=row[15],
         created_at=as_datetime(row[16]),
         updated_at=as_datetime(row[17]),
+        kind=row[18],
+        prior_run_id=row[19],
+        compacted_by=row[20],
     )
 
 

@@ -127,6 +127,10 @@ def fork(
     """Start a sibling of ``run_id`` with its user message, or with that message edited."""
     yield from _lock_expected(session_id, now, expected_head)
     run = yield from find_run(session_id, run_id)
+    if run.kind is not None:
+        raise InvalidOperationError(
+            f"run {run_id} is a compaction: edit or regenerate one of the runs it replaced"
+        )
     row = yield Query("first_item", {"sid": session_id, "run_id": run.id}, Fetch.ONE)
     original = decode_items([row], session_id) if row is not None else []
     if not original or not classify(original[0]).starts_run:

@@ -234,6 +234,11 @@ MIGRATIONS: list[list[str]] = [
         """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
         WHERE user_id IS NOT NULL""",
     ],
+    # 4: compaction keeps the transcript (as sqlite.py's step 5).
+    [
+        """ALTER TABLE runs ADD COLUMN kind TEXT, ADD COLUMN prior_run_id BIGINT,
+            ADD COLUMN compacted_by BIGINT""",
+    ],
 ]
 
 # The active path, walked from the head up through parent_id (see sqlite.py for why): each
@@ -246,17 +251,20 @@ MIGRATIONS: list[list[str]] = [
 # every step, and a walk of n runs costs O(n^2) instead of n index lookups.
 _PATH_UP = """
 WITH RECURSIVE path (id, parent_id, depth, seen) AS (
-    SELECT r.id, r.parent_id, r.depth, r.item_count
+    SELECT r.id, {up}, r.depth, r.item_count
     FROM sessions s JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
     WHERE s.session_id = %(sid)s
     UNION ALL
-    SELECT r.id, r.parent_id, r.depth, path.seen + r.item_count
+    SELECT r.id, r.up, r.depth, path.seen + r.item_count
     FROM path CROSS JOIN LATERAL (
-        SELECT id, parent_id, depth, item_count FROM runs
+        SELECT id, {up} AS up, depth, item_count FROM runs
         WHERE session_id = %(sid)s AND id = path.parent_id LIMIT 1
     ) r
     {stop}
 )"""
+# The step up: the tree's, or the model's view (see sqlite.py).
+_TREE = "parent_id"
+_VIEW = "CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END"
 
 # The items of each run of ``path``, through the (session_id, run_id, position) key.
 _PATH_ITEMS = """
@@ -284,8 +292,8 @@ SQL: dict[str, str | None] = {
         VALUES (%(sid)s, %(title)s, %(now)s, %(now)s)
         ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
             title = coalesce(sessions.title, excluded.title)""",
-    "lock_head": """
-        SELECT s.head_run_id, r.depth, r.item_count, r.parent_id,
+    "lock_head": f"""
+        SELECT s.head_run_id, r.depth, r.item_count, {_VIEW},
             EXISTS (SELECT 1 FROM runs c
                     WHERE c.session_id = s.session_id AND c.parent_id = r.id)
         FROM sessions s
@@ -336,15 +344,15 @@ SQL: dict[str, str | None] = {
         UPDATE tool_calls SET output = %(output)s, status = %(status)s, error = %(error)s,
             output_item_id = %(output_item_id)s, completed_at = %(now)s
         WHERE session_id = %(sid)s AND id = %(id)s""",
-    "path_items": _PATH_UP.format(stop="")
+    "path_items": _PATH_UP.format(up=_VIEW, stop="")
     + "SELECT i.id, i.data"
     + _PATH_ITEMS.format(order="", limit="OFFSET 0")
     + " ORDER BY path.depth, i.position",
-    "path_items_tail": _PATH_UP.format(stop="WHERE path.seen < %(limit)s")
+    "path_items_tail": _PATH_UP.format(up=_VIEW, stop="WHERE path.seen < %(limit)s")
     + "SELECT i.id, i.data"
     + _PATH_ITEMS.format(order="DESC", limit="LIMIT %(limit)s")
     + " ORDER BY path.depth DESC, i.position DESC LIMIT %(limit)s",
-    "path_runs": _PATH_UP.format(stop="")
+    "path_runs": _PATH_UP.format(up=_TREE, stop="")
     + f"""
         SELECT r.* FROM path CROSS JOIN LATERAL (
             SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s AND id = path.id LIMIT 1
@@ -429,7 +437,7 @@ SQL: dict[str, str | None] = {
         SELECT up.id, up.parent_id,
                (SELECT count(*) FROM runs c WHERE c.session_id = %(sid)s AND c.parent_id = up.id)
         FROM up ORDER BY up.level""",
-    "is_ancestor": _PATH_UP.format(stop="")
+    "is_ancestor": _PATH_UP.format(up=_TREE, stop="")
     + """
         SELECT 1 FROM path WHERE id = %(id)s""",
     # The search index needs no batching here: search_vector is a generated column, kept by
@@ -492,6 +500,19 @@ SQL: dict[str, str | None] = {
         ORDER BY run_id, id""",
     # By id alone (deep links), served by tool_calls_id.
     "tool_call": f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = %(id)s",
+    # Compaction (see sqlite.py).
+    "item_place": """
+        SELECT run_id, position FROM items WHERE session_id = %(sid)s AND id = %(id)s""",
+    "insert_compaction_run": """
+        INSERT INTO runs (session_id, parent_id, depth, item_count, kind, prior_run_id,
+                          created_at, updated_at)
+        VALUES (%(sid)s, %(parent_id)s, %(depth)s, %(item_count)s, 'compaction',
+                %(prior_run_id)s, %(now)s, %(now)s)
+        RETURNING id""",
+    "mark_compacted": _PATH_UP.format(up=_VIEW, stop="WHERE r.depth >= %(depth)s")
+    + """
+        UPDATE runs SET status = 'compacted', compacted_by = %(by)s
+        WHERE session_id = %(sid)s AND id IN (SELECT id FROM path)""",
 }
 
 

@@ -240,6 +240,16 @@ MIGRATIONS: list[list[str]] = [
         """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
         WHERE user_id IS NOT NULL""",
     ],
+    # 5: compaction keeps the transcript (backends/compaction.py). A compaction run (kind
+    # 'compaction') holds what the model sees instead of the runs it replaced, which stay as
+    # its ancestors with status 'compacted' and compacted_by naming it; the model's history
+    # continues above it at prior_run_id (NULL: nowhere). No foreign keys: compacted_by and
+    # prior_run_id name runs on the compaction run's own path, which a delete removes with it.
+    [
+        "ALTER TABLE runs ADD COLUMN kind TEXT",
+        "ALTER TABLE runs ADD COLUMN prior_run_id INTEGER",
+        "ALTER TABLE runs ADD COLUMN compacted_by INTEGER",
+    ],
 ]
 
 # The active path is walked from the head up through parent_id: each step is one primary-key
@@ -247,14 +257,18 @@ MIGRATIONS: list[list[str]] = [
 # last N items costs O(N) whatever the depth of the tree or the size of the database.
 _PATH_UP = """
 WITH RECURSIVE path (id, parent_id, depth, seen) AS (
-    SELECT r.id, r.parent_id, r.depth, r.item_count
+    SELECT r.id, {up}, r.depth, r.item_count
     FROM sessions s JOIN runs r ON r.id = s.head_run_id
     WHERE s.session_id = :sid
     UNION ALL
-    SELECT r.id, r.parent_id, r.depth, path.seen + r.item_count
+    SELECT r.id, {up}, r.depth, path.seen + r.item_count
     FROM runs r JOIN path ON r.id = path.parent_id
     {stop}
 )"""
+# The step up: the tree's (the transcript: every run that was written), or the model's view,
+# where a compaction run continues at prior_run_id above the runs it replaced.
+_TREE = "r.parent_id"
+_VIEW = "CASE WHEN r.kind IS NULL THEN r.parent_id ELSE r.prior_run_id END"
 
 _ENSURE_SESSION = """
         INSERT INTO sessions (session_id, title, created_at, updated_at)
@@ -279,12 +293,13 @@ SQL: dict[str, str | None] = {
         RETURNING head_run_id,
             (SELECT depth FROM runs WHERE id = head_run_id),
             (SELECT item_count FROM runs WHERE id = head_run_id),
-            (SELECT parent_id FROM runs WHERE id = head_run_id),
+            (SELECT CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END
+             FROM runs WHERE id = head_run_id),
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id),
             {_INDEXED_THROUGH}""",
     "ensure_session": _ENSURE_SESSION,
     "lock_head": f"""
-        SELECT s.head_run_id, r.depth, r.item_count, r.parent_id,
+        SELECT s.head_run_id, r.depth, r.item_count, {_VIEW},
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id), {_INDEXED_THROUGH}
         FROM sessions s LEFT JOIN runs r ON r.id = s.head_run_id
         WHERE s.session_id = :sid""",
@@ -330,15 +345,15 @@ SQL: dict[str, str | None] = {
     # run ids in order and sorts nothing. Item JSON is read as bytes (CAST), which msgspec
     # decodes without a str in between; the full read leaves the id out (a column less to
     # build for every item).
-    "path_items": _PATH_UP.format(stop="")
+    "path_items": _PATH_UP.format(up=_VIEW, stop="")
     + """
         SELECT CAST(data AS BLOB) FROM items WHERE run_id IN (SELECT id FROM path)
         ORDER BY run_id, position""",
-    "path_items_tail": _PATH_UP.format(stop="WHERE path.seen < :limit")
+    "path_items_tail": _PATH_UP.format(up=_VIEW, stop="WHERE path.seen < :limit")
     + """
         SELECT id, CAST(data AS BLOB) FROM items WHERE run_id IN (SELECT id FROM path)
         ORDER BY run_id DESC, position DESC LIMIT :limit""",
-    "path_runs": _PATH_UP.format(stop="")
+    "path_runs": _PATH_UP.format(up=_TREE, stop="")
     + f"""
         SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
     "run": f"SELECT {RUN_COLUMNS} FROM runs WHERE id = :id",
@@ -398,7 +413,7 @@ SQL: dict[str, str | None] = {
         )
         SELECT up.id, up.parent_id, (SELECT count(*) FROM runs c WHERE c.parent_id = up.id)
         FROM up ORDER BY up.level""",
-    "is_ancestor": _PATH_UP.format(stop="")
+    "is_ancestor": _PATH_UP.format(up=_TREE, stop="")
     + """
         SELECT 1 FROM path WHERE id = :id""",
     # Migration 3: feed the search index the items it lacks.
@@ -465,6 +480,17 @@ SQL: dict[str, str | None] = {
         WHERE +session_id = :sid AND run_id IN (SELECT value FROM json_each(:run_ids))
         ORDER BY run_id, id""",
     "tool_call": f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = :id",
+    # Compaction (backends/compaction.py): where an item is, the compaction run, and the mark
+    # on the runs of the model's view from the head up to the first one it replaced.
+    "item_place": "SELECT run_id, position FROM items WHERE id = :id AND session_id = :sid",
+    "insert_compaction_run": """
+        INSERT INTO runs (session_id, parent_id, depth, item_count, kind, prior_run_id,
+                          created_at, updated_at)
+        VALUES (:sid, :parent_id, :depth, :item_count, 'compaction', :prior_run_id, :now, :now)""",
+    "mark_compacted": _PATH_UP.format(up=_VIEW, stop="WHERE r.depth >= :depth")
+    + """
+        UPDATE runs SET status = 'compacted', compacted_by = :by
+        WHERE id IN (SELECT id FROM path)""",
 }
 
 

@@ -1,0 +1,119 @@
+"""Compaction: replace the model's view of a conversation's newest items, keeping the transcript.
+
+The Agents SDK's ``OpenAIResponsesCompactionSession`` replaces older history with a compacted
+summary. Here that replacement is part of the tree and changes nothing that was written: one
+compaction run (``kind`` ``'compaction'``) is added below the head, holding the compacted
+items, and the model's view of the path (``get_items``) continues above it at its
+``prior_run_id``, skipping the runs it replaced. Those stay where they were, as the
+compaction run's ancestors, with their items, tool calls and usage; they are marked
+``status = 'compacted'`` and ``compacted_by`` the compaction run. So the model sees exactly
+what ``SQLiteSession`` would hold after the same replacement, while the transcript (``runs``,
+the viewer, analytics, search, export) keeps every original run.
+
+A compaction writes what the SDK writes (the compacted items) plus one run row and an update
+of the replaced runs' rows; it copies nothing else, except when the replaced suffix begins
+inside a run: then that run's earlier items, which the model keeps seeing, are copied to the
+front of the compaction run (the SDK's automatic compaction starts at a user message, which
+always begins a run, so it never does this).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..model import HistoryTail
+from .append import insert_item
+from .base import Fetch, Op, PreparedItem, Query, decode_items, loads_item, lock_session, set_head
+from .base import prepare_items as prepare
+from .reads import find_run
+
+__all__ = ["compact", "history_tail"]
+
+
+def _tail_rows(session_id: str, limit: int) -> Op[list[tuple[Any, ...]]]:
+    """The newest ``limit`` (id, data) rows of the model view, oldest first."""
+    rows = yield Query("path_items_tail", {"sid": session_id, "limit": limit}, Fetch.ALL)
+    return [tuple(row) for row in reversed(rows)]
+
+
+def history_tail(session_id: str, limit: int) -> Op[HistoryTail | None]:
+    """The newest ``limit`` items of the model view; None if one of them is corrupt.
+
+    (A corrupt row would be skipped by ``get_items``, and the items would no longer line up
+    with the rows a compaction replaces.)
+    """
+    rows = yield from _tail_rows(session_id, limit + 1)
+    complete = len(rows) <= limit
+    rows = rows[-limit:]
+    items = []
+    for row in rows:
+        try:
+            item = loads_item(row[-1])
+        except (ValueError, TypeError, RecursionError):
+            return None
+        if type(item) is not dict:
+            return None
+        items.append(item)
+    return HistoryTail(items, complete, tuple(rows))
+
+
+def compact(
+    session_id: str,
+    batch: Sequence[PreparedItem],
+    now: Any,
+    replaced: Sequence[tuple[Any, ...]] | None,
+) -> Op[bool]:
+    """Replace the model view's rows ``replaced`` (its newest ones), or all of it, by ``batch``.
+
+    Returns False, changing nothing, when ``replaced`` are no longer the newest rows of the
+    view. ``replaced=None`` replaces the whole view (the SDK's whole-history replacement).
+    """
+    head = yield from lock_session(session_id, now, create=False)
+    if replaced is not None:
+        if not replaced:
+            return False
+        current = yield from _tail_rows(session_id, len(replaced))
+        if current != list(replaced):
+            return False
+    if head.id is None:  # nothing to replace: the compacted items start the history
+        if not batch:
+            return True
+        head = yield from lock_session(session_id, now)
+    copied: list[PreparedItem] = []
+    if replaced is None:
+        depth, prior = 0, None  # every run of the view is replaced
+    else:
+        place = yield Query("item_place", {"sid": session_id, "id": replaced[0][0]}, Fetch.ONE)
+        first = yield from find_run(session_id, place[0])
+        depth = first.depth
+        prior = first.parent_id if first.kind is None else first.prior_run_id
+        if place[1] > 0:  # the suffix begins inside ``first``: the model keeps its start
+            rows = yield Query(
+                "run_items_before",
+                {"sid": session_id, "run_id": first.id, "position": place[1]},
+                Fetch.ALL,
+            )
+            copied = prepare(decode_items(rows, session_id))
+    items = [*copied, *batch]
+    compaction_id = None
+    if items:
+        compaction_id = yield Query(
+            "insert_compaction_run",
+            {
+                "sid": session_id,
+                "parent_id": head.id,
+                "depth": head.depth + 1,
+                "item_count": len(items),
+                "prior_run_id": prior,
+                "now": now,
+            },
+            Fetch.ID,
+        )
+        for position, prepared in enumerate(items):
+            yield from insert_item(session_id, compaction_id, position, prepared, now)
+    if head.id is not None:
+        yield Query("mark_compacted", {"sid": session_id, "depth": depth, "by": compaction_id})
+    # With nothing to hold, no compaction run: the view ends where the replaced runs began.
+    yield from set_head(session_id, compaction_id if compaction_id is not None else prior, now)
+    return True
