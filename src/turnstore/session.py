@@ -126,7 +126,9 @@ class StructuredSession:
     # -- the SDK Session protocol ------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
-        """The newest ``limit`` items of the active path, oldest first.
+        """The newest ``limit`` items of the active path as the model sees it, oldest first.
+
+        After a compaction that is its compacted items, not the runs they replaced.
 
         ``limit=None`` falls back to ``session_settings.limit``, and then to everything.
         """
@@ -255,7 +257,8 @@ class StructuredSession:
     # -- the conversation tree ---------------------------------------------------------------
 
     async def runs(self) -> list[Run]:
-        """The runs of the active path, oldest first."""
+        """The runs of the active path, oldest first: its whole transcript, with the runs a
+        compaction replaced (``status`` ``"compacted"``) and the compaction runs."""
         return await self.store.runs(self.session_id)
 
     async def edit(

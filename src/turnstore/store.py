@@ -205,7 +205,11 @@ class Store:
         )
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
-        """The newest ``limit`` items of the active path (all when None), oldest first."""
+        """The newest ``limit`` items the model sees (all when None), oldest first.
+
+        That is the active path's items, except that a compaction run's items stand in for the
+        runs it replaced.
+        """
         sid = _check_session_id(session_id)
         if limit is not None:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -269,7 +273,7 @@ class Store:
         return await self.backend.run(lambda: reads.session_info(sid), write=False)
 
     async def runs(self, session_id: str) -> list[Run]:
-        """The active path's runs, root first."""
+        """The active path's runs, root first: its transcript, compacted runs included."""
         sid = _check_session_id(session_id)
         return await self.backend.run(lambda: reads.path_runs(sid), write=False)
 

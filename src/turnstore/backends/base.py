@@ -291,6 +291,7 @@ class Head:
     id: int | None
     depth: int = -1
     item_count: int = 0
+    # The run above the head in the model's view: its parent, or a compaction run's prior run.
     parent_id: int | None = None
     has_children: bool = False
     # Through which item id the search index is fed, where a backend feeds it in batches

@@ -243,8 +243,9 @@ MIGRATIONS: list[list[str]] = [
     # 5: compaction keeps the transcript (backends/compaction.py). A compaction run (kind
     # 'compaction') holds what the model sees instead of the runs it replaced, which stay as
     # its ancestors with status 'compacted' and compacted_by naming it; the model's history
-    # continues above it at prior_run_id (NULL: nowhere). No foreign keys: compacted_by and
-    # prior_run_id name runs on the compaction run's own path, which a delete removes with it.
+    # continues above it at prior_run_id (NULL: nowhere). No foreign keys: prior_run_id names
+    # an ancestor (whose deletion removes the compaction run anyway), and compacted_by stays
+    # a record of a compaction run that pop_item or delete_branch removed since.
     [
         "ALTER TABLE runs ADD COLUMN kind TEXT",
         "ALTER TABLE runs ADD COLUMN prior_run_id INTEGER",
