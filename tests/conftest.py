@@ -8,6 +8,7 @@ server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -109,6 +110,18 @@ def open_store(db_target: tuple[str, dict[str, Any]]) -> Iterator[Callable[[], S
 async def store(open_store: Callable[[], Store]) -> Store:
     """One open store on a fresh database of the test's backend."""
     return open_store()
+
+
+@pytest.fixture
+def shared_loop_store(
+    open_store: Callable[[], Store],
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Store]]:
+    """One event loop and one store for every example of a (Hypothesis) test."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop, open_store()
+    finally:
+        loop.close()
 
 
 async def sql(store: Store, statement: str, **params: Any) -> list[tuple[Any, ...]]:

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -435,18 +435,6 @@ def _item(kind: str, n: int) -> dict[str, Any]:
         "c": lambda: call(f"k{n}", "tool"),
         "o": lambda: output(f"k{n - 1}", f"o{n}"),
     }[kind]()
-
-
-@pytest.fixture
-def shared_loop_store(
-    open_store: Callable[[], Store],
-) -> Iterator[tuple[asyncio.AbstractEventLoop, Store]]:
-    """One event loop and one store for every example of a test."""
-    loop = asyncio.new_event_loop()
-    try:
-        yield loop, open_store()
-    finally:
-        loop.close()
 
 
 @settings(

@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,18 +43,6 @@ def same_shape(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b) or (a != a and b != b)  # NaN is the same as NaN here
-
-
-@pytest.fixture
-def shared_loop_store(
-    open_store: Callable[[], Store],
-) -> Iterator[tuple[asyncio.AbstractEventLoop, Store]]:
-    """One event loop and one store for every example of a test."""
-    loop = asyncio.new_event_loop()
-    try:
-        yield loop, open_store()
-    finally:
-        loop.close()
 
 
 _ids = itertools.count()
