@@ -121,7 +121,19 @@ async def test_session_settings_without_limit_returns_everything(store: Store) -
     assert await session.get_items() == items
 
 
-@pytest.mark.parametrize("limit", [-1, "3", 1.5, True])
+async def test_negative_limit_returns_everything_as_the_sdk_does(store: Store) -> None:
+    # SQLiteSession binds the limit to SQLite's LIMIT, where a negative one means none.
+    items = tagged("r", 3)
+    await StructuredSession("s", store).add_items(items)
+    assert await StructuredSession("s", store).get_items(-1) == items
+    assert await StructuredSession("s", store).get_items(limit=-5) == items
+    bounded = StructuredSession("s", store, session_settings=SessionSettings(limit=-1))
+    assert await bounded.get_items() == items
+    assert await StructuredSession("s", store, session_settings={"limit": -1}).get_items() == items
+    assert await bounded.get_items(0) == []
+
+
+@pytest.mark.parametrize("limit", ["3", 1.5, True])
 async def test_bad_limit_is_refused(store: Store, limit: Any) -> None:
     session = StructuredSession("s", store)
     await session.add_items(tagged("r", 2))
@@ -218,7 +230,15 @@ async def test_odd_session_ids_are_plain_keys(store: Store) -> None:
     assert await StructuredSession("x", store).get_items() == []
 
 
-@pytest.mark.parametrize("session_id", ["nul\x00id", "lone \ud800", 42, None, b"bytes"])
+async def test_int_session_id_is_its_text_as_in_sqlite_session(store: Store) -> None:
+    # SQLiteSession(42) stores "42" in its TEXT column: the same conversation as "42".
+    session = StructuredSession(42, store)
+    assert session.session_id == "42"
+    await session.add_items([user("q")])
+    assert await StructuredSession("42", store).get_items() == [user("q")]
+
+
+@pytest.mark.parametrize("session_id", ["nul\x00id", "lone \ud800", None, b"bytes", True, 1.5])
 async def test_unstorable_session_id_is_refused(store: Store, session_id: Any) -> None:
     with pytest.raises(ConfigurationError, match="session_id"):
         StructuredSession(session_id, store)
@@ -756,14 +776,19 @@ USAGE_SQL = (
 
 async def test_usage_from_wrapper_lands_on_the_run(store: Store) -> None:
     session = StructuredSession("s", store)
-    await session.add_items([user("q1")], wrapper=fake_wrapper(0, 0, 0, 0, 0))
-    await session.add_items(
-        [call("c1", "t"), output("c1", "o")], wrapper=fake_wrapper(1, 100, 10, 40, 3)
-    )
-    # Usage is cumulative per run: the latest figure is the run's total, not a sum.
-    await session.add_items([assistant("a1")], wrapper=fake_wrapper(2, 250, 30, 90, 7))
-    await session.add_items([user("q2")], wrapper=fake_wrapper(0, 0, 0, 0, 0))
-    await session.add_items([assistant("a2", item_id="m2")], wrapper=fake_wrapper(1, 60, 5, 0, 0))
+    # One wrapper per Runner call, its usage cumulative over the call's writes.
+    first = fake_wrapper(0, 0, 0, 0, 0)
+    await session.get_items(wrapper=first)
+    await session.add_items([user("q1")], wrapper=first)
+    first.usage = fake_wrapper(1, 100, 10, 40, 3).usage
+    await session.add_items([call("c1", "t"), output("c1", "o")], wrapper=first)
+    # The latest figure of a call is its total, not a sum of its writes.
+    first.usage = fake_wrapper(2, 250, 30, 90, 7).usage
+    await session.add_items([assistant("a1")], wrapper=first)
+    second = fake_wrapper(0, 0, 0, 0, 0)
+    await session.add_items([user("q2")], wrapper=second)
+    second.usage = fake_wrapper(1, 60, 5, 0, 0).usage
+    await session.add_items([assistant("a2", item_id="m2")], wrapper=second)
     await session.add_items([assistant("no wrapper", item_id="m3")])
     assert await sql(store, USAGE_SQL) == [
         ("q1", 2, 250, 30, 280, 90, 7),
@@ -793,4 +818,4 @@ async def test_errors_are_turnstore_errors(store: Store) -> None:
     with pytest.raises(TurnstoreError):
         await session.add_items([{1, 2}])  # type: ignore[list-item]
     with pytest.raises(TurnstoreError):
-        await session.get_items(-5)
+        await session.get_items("5")  # type: ignore[arg-type]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from .backends.append import SessionPatch
 from .backends.history import ANY_HEAD, ExpectedHead
-from .errors import ClosedError, InvalidOperationError
+from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .model import Branch, Run, SessionInfo, Usage
 from .store import Store, _check_session_id, session_patch
 
@@ -49,6 +50,46 @@ def _settings_limit(settings: Any) -> int | None:
     return getattr(settings, "limit", None)
 
 
+@dataclass(slots=True)
+class _Call:
+    """What one Runner call has written to one session: its run and the usage counted."""
+
+    counted: Usage
+    run_id: int | None = None
+
+
+# The attribute of the SDK's RunContextWrapper that holds, per session id, the ``_Call`` of
+# the Runner call it belongs to: the SDK passes one wrapper to every read and write of a call.
+_CALLS = "_turnstore_calls"
+
+
+def _call_of(wrapper: Any, session_id: str, *, reading: bool) -> _Call | None:
+    """The ``_Call`` of ``wrapper`` (None: no wrapper, or one that cannot carry it)."""
+    if wrapper is None:
+        return None
+    calls = getattr(wrapper, _CALLS, None)
+    if not isinstance(calls, dict):
+        calls = {}
+        try:
+            setattr(wrapper, _CALLS, calls)
+        except (AttributeError, TypeError):
+            return None
+    call: _Call | None = calls.get(session_id)
+    if call is None:
+        # A Runner call reads the history before its first model request, so the usage its
+        # wrapper carries then is not its own: it resumes an interrupted call (a RunState,
+        # possibly from another process) whose writes counted that usage already.
+        baseline = usage_of(wrapper) if reading else None
+        call = calls[session_id] = _Call(baseline or Usage())
+    return call
+
+
+def _since(usage: Usage, counted: Usage) -> Usage:
+    """The usage accrued since ``counted``; all of it when the wrapper's count went back."""
+    delta = {f.name: getattr(usage, f.name) - getattr(counted, f.name) for f in fields(Usage)}
+    return Usage(**delta) if min(delta.values()) >= 0 else usage
+
+
 def _coerce_settings(settings: Any) -> Any:
     """The SDK's own ``SessionSettings`` when the SDK is installed (it validates dicts)."""
     try:
@@ -73,6 +114,31 @@ def _sdk_snapshot_type() -> Any:
     return _CompactionSnapshot if names == ["items", "complete", "replace_suffix"] else None
 
 
+def _database_argument(
+    db: str | os.PathLike[str] | Store | None,
+    db_path: str | os.PathLike[str] | None,
+    sessions_table: str | None,
+    messages_table: str | None,
+) -> str | os.PathLike[str] | Store:
+    """The database ``StructuredSession`` opens, from its own and ``SQLiteSession``'s options."""
+    for name, value, default in (
+        ("sessions_table", sessions_table, "agent_sessions"),
+        ("messages_table", messages_table, "agent_messages"),
+    ):
+        if value is not None and value != default:
+            raise ConfigurationError(
+                f"{name}={value!r} does not apply to StructuredSession: it keeps conversations "
+                "in turnstore's own tables (sessions, runs, items, tool_calls), not in one "
+                f"table of messages. It takes over a SQLiteSession file's history from the "
+                f"SDK's default table ({default!r}) by itself; to bring in history from "
+                "tables with other names, run `turnstore import FILE --messages-table NAME`"
+            )
+    if db is not None and db_path is not None:
+        raise ConfigurationError("give the database once: as db or as db_path, not both")
+    chosen = db if db is not None else db_path
+    return ":memory:" if chosen is None else chosen
+
+
 class StructuredSession:
     """A drop-in for the SDK's ``SQLiteSession`` that stores conversations as a tree of runs.
 
@@ -88,9 +154,12 @@ class StructuredSession:
 
     def __init__(
         self,
-        session_id: str,
-        db: str | os.PathLike[str] | Store = ":memory:",
+        session_id: str | int,
+        db: str | os.PathLike[str] | Store | None = None,
         *,
+        db_path: str | os.PathLike[str] | None = None,
+        sessions_table: str | None = None,
+        messages_table: str | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
         user_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -98,12 +167,21 @@ class StructuredSession:
     ) -> None:
         """Open ``db`` (a path, URL or shared ``Store``) for the conversation ``session_id``.
 
+        ``db_path=`` is the SDK's ``SQLiteSession`` keyword for ``db``. An int session id is
+        stored as its decimal text, as ``SQLiteSession`` stores it (``1`` and ``"1"`` are one
+        session); other non-str ids raise ``ConfigurationError``. ``sessions_table`` and
+        ``messages_table`` (``SQLiteSession``'s table names) only accept the SDK's defaults:
+        turnstore keeps conversations in its own tables, see ``ConfigurationError``'s text.
+
         ``user_id``, ``metadata`` and ``title`` go into the session catalogue with this
         object's first write (given values replace stored ones; a title given here wins over
         the default one, the start of the first user message). ``set_info`` changes them later.
         """
+        if isinstance(session_id, int) and not isinstance(session_id, bool):
+            session_id = str(session_id)
         # Checked first, so that a bad id fails here (not at the first write) and opens nothing.
         self.session_id = _check_session_id(session_id)
+        db = _database_argument(db, db_path, sessions_table, messages_table)
         self.session_settings = _coerce_settings(session_settings)
         info = session_patch(user_id=user_id, title=title, metadata=metadata)
         self._info: SessionPatch | None = info if info != SessionPatch() else None
@@ -130,30 +208,52 @@ class StructuredSession:
 
         After a compaction that is its compacted items, not the runs they replaced.
 
-        ``limit=None`` falls back to ``session_settings.limit``, and then to everything.
+        ``limit=None`` falls back to ``session_settings.limit``, and then to everything. As
+        with ``SQLiteSession``, 0 returns nothing and a negative limit everything.
         """
+        store = self.store
+        _call_of(wrapper, self.session_id, reading=True)
         if limit is None:
             limit = _settings_limit(self.session_settings)
-        return await self.store.get_items(self.session_id, limit)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
+            limit = None
+        return await store.get_items(self.session_id, limit)
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` in one transaction; a user message starts a new run.
 
-        With the SDK's ``wrapper`` its cumulative usage becomes the run's token columns. What
-        ``hooks`` recorded since the last write, and the constructor's catalogue fields on the
-        first write, are written in the same transaction.
+        With the SDK's ``wrapper`` (one object per Runner call, carrying the call's cumulative
+        usage) each call's tokens are added to its run: a call whose input has no user message
+        (a nudge, ``[]`` after ``edit``) adds its own to the run it continues. Items the call
+        writes before any user message count for the call's run (its answer, tool calls and
+        tokens) even when another call has started a run since; see the README's "Runner
+        calls" for what stays ambiguous. What ``hooks`` recorded since the last write, and the
+        constructor's catalogue fields on the first write, are written in the same transaction.
         """
         store = self.store
+        call = _call_of(wrapper, self.session_id, reading=False)
+        usage = usage_of(wrapper)
+        delta = usage if usage is None or call is None else _since(usage, call.counted)
         telemetry = self._recorder.drain() if self._recorder is not None else None
         info = self._pending_info
         try:
-            await store.add_items(
-                self.session_id, items, usage_of(wrapper), info=info, telemetry=telemetry
+            run_id = await store.add_items(
+                self.session_id,
+                items,
+                delta,
+                info=info,
+                telemetry=telemetry,
+                owner=call.run_id if call is not None else None,
             )
         except BaseException:
             if telemetry is not None and self._recorder is not None:
                 self._recorder.restore(telemetry)
             raise
+        if call is not None:
+            if usage is not None:
+                call.counted = usage
+            if run_id is not None:
+                call.run_id = run_id
         if info is self._pending_info:
             self._pending_info = None
 

@@ -188,19 +188,26 @@ class Store:
         *,
         info: append.SessionPatch | None = None,
         telemetry: append.Telemetry | None = None,
-    ) -> None:
+        owner: int | None = None,
+    ) -> int | None:
         """Append a batch to ``session_id``'s active path in one transaction.
 
-        ``info`` (catalogue fields) and ``telemetry`` (what ``session.hooks`` recorded) are
-        written in the same transaction; ``StructuredSession`` passes them.
+        ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
+        returned (None when nothing was written): the run the batch's first user message
+        starts, else ``owner`` (the run of the writer's earlier batches, e.g. one Runner call:
+        see ``append.append``), else the head. ``info`` (catalogue fields) and ``telemetry``
+        (what ``session.hooks`` recorded) are written in the same transaction;
+        ``StructuredSession`` passes them.
         """
         sid = _check_session_id(session_id)
         batch = base.prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
-            return
+            return None
         now = self.backend.now()
-        await self.backend.run(
-            lambda: append.append(sid, batch, now, usage, info=info, telemetry=telemetry),
+        return await self.backend.run(
+            lambda: append.append(
+                sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner
+            ),
             write=True,
         )
 

@@ -126,9 +126,23 @@ def _hosted_status(info: ItemInfo) -> str:
     return info.status or "completed"
 
 
+@dataclass(slots=True, eq=False)
+class _Plan:
+    runs: list[_PlanRun]
+    items: list[_PlanItem]
+    calls: list[_PlanCall]
+    updates: list[tuple[int, _PlanCall]]
+    last: _PlanRun  # the run the batch ends in
+    owner: _PlanRun | None  # the writer's own run, when it is not the head (see ``append``)
+    credited: _PlanRun  # the run the batch's usage counts for
+
+
 def _plan(
-    head: Head, batch: Sequence[PreparedItem], open_calls: Mapping[str, int]
-) -> tuple[list[_PlanRun], list[_PlanItem], list[_PlanCall], list[tuple[int, _PlanCall]], _PlanRun]:
+    head: Head,
+    batch: Sequence[PreparedItem],
+    open_calls: Mapping[str, int],
+    owner_id: int | None = None,
+) -> _Plan:
     runs: list[_PlanRun] = []
     items: list[_PlanItem] = []
     calls: list[_PlanCall] = []
@@ -136,6 +150,10 @@ def _plan(
     pending: dict[str, _PlanCall] = {}
     current: _PlanRun | None = None
     anchor: _PlanRun | None = None  # the run new runs hang below when there is no current
+    # Items before the batch's first user message continue the writer's own run: their answer
+    # and tool calls count for it, wherever the items themselves land.
+    owner = _PlanRun(owner_id, None, None, 0, 0) if owner_id not in (None, head.id) else None
+    credited: _PlanRun | None = owner
     if head.id is not None:
         anchor = _PlanRun(head.id, None, head.parent_id, head.depth, head.item_count)
         # A run that other branches share is never changed: what would join it starts a new
@@ -156,22 +174,24 @@ def _plan(
                 user_message=info.text if info.starts_run else None,
             )
             runs.append(current)
+        if info.starts_run or credited is None:
+            credited = current
         item = _PlanItem(current, current.item_count, prepared)
         current.item_count += 1
         items.append(item)
         kind = info.kind
         if kind == "message":
             if info.role == "assistant" and info.text is not None:
-                current.assistant_message = info.text
-                current.assistant_changed = True
+                credited.assistant_message = info.text
+                credited.assistant_changed = True
         elif kind == "tool_call":
-            call = _PlanCall(current, item, info, status=_call_status(info))
+            call = _PlanCall(credited, item, info, status=_call_status(info))
             calls.append(call)
             pending[_pairing_key(info)] = call
         elif kind == "hosted_tool":
             calls.append(
                 _PlanCall(
-                    current,
+                    credited,
                     item,
                     info,
                     output_item=item,
@@ -188,7 +208,7 @@ def _plan(
             else:
                 existing = open_calls.get(info.call_id) if info.call_id is not None else None
                 # An output whose call is unknown still gets a row, so that it can be queried.
-                call = _PlanCall(current, None, info)
+                call = _PlanCall(credited, None, info)
                 if existing is not None:
                     updates.append((existing, call))
                 else:
@@ -199,7 +219,8 @@ def _plan(
             call.error = _output_error(info)
             call.completed = True
     assert current is not None
-    return runs, items, calls, updates, current
+    assert credited is not None
+    return _Plan(runs, items, calls, updates, current, owner, credited)
 
 
 def apply_append(
@@ -211,9 +232,9 @@ def apply_append(
     usage: Usage | None,
 ) -> Op[int]:
     """Write ``batch`` after ``head``; return the id of the run it ends in."""
-    last = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
-    assert last.id is not None
-    return last.id
+    plan = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
+    assert plan.last.id is not None
+    return plan.last.id
 
 
 def _apply_append_run(
@@ -223,9 +244,17 @@ def _apply_append_run(
     open_calls: Mapping[str, int],
     now: Any,
     usage: Usage | None,
-) -> Op[_PlanRun]:
-    """``apply_append``, returning the last run as planned (id, depth, parent, items)."""
-    runs, items, calls, updates, last = _plan(head, batch, open_calls)
+    *,
+    owner_id: int | None = None,
+    add_usage: bool = False,
+) -> Op[_Plan]:
+    """``apply_append``, returning the plan with its run ids filled in.
+
+    ``usage`` replaces the tokens of the run the batch ends in, or with ``add_usage`` is
+    added to those of the run it counts for (``_Plan.credited``).
+    """
+    plan = _plan(head, batch, open_calls, owner_id)
+    runs, items, calls, updates, last = plan.runs, plan.items, plan.calls, plan.updates, plan.last
     sid = session_id
     for run in runs:
         if run.id is None:
@@ -294,11 +323,21 @@ def _apply_append_run(
                 "now": now,
             },
         )
-    if usage is not None:
+    owner = plan.owner
+    if owner is not None and owner.assistant_changed:
         yield Query(
-            "set_run_usage", {"sid": sid, "id": last.id, "now": now, **_usage_params(usage)}
+            "set_run_answer",
+            {"sid": sid, "id": owner.id, "assistant_message": owner.assistant_message, "now": now},
         )
-    return last
+    if usage is not None:
+        target = plan.credited.id if add_usage else last.id
+        yield from _record_usage(sid, target, usage, now, add=add_usage)
+    return plan
+
+
+def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -> Op[None]:
+    statement = "add_run_usage" if add else "set_run_usage"
+    yield Query(statement, {"sid": sid, "id": run_id, "now": now, **_usage_params(usage)})
 
 
 def insert_item(
@@ -365,8 +404,16 @@ def append(
     *,
     info: SessionPatch | None = None,
     telemetry: Telemetry | None = None,
-) -> Op[None]:
+    owner: int | None = None,
+) -> Op[int | None]:
     """Add a batch: user messages start runs (children of the head), the rest join the head.
+
+    ``usage`` is added to the tokens of the run the batch counts for: the run its first user
+    message starts, else ``owner`` (the run of the Runner call writing it, when that run is
+    still in the session), else the head. The items before the first user message count for
+    that run too (its answer and tool calls), even when another writer has moved the head
+    since: the items themselves join the head, in the order they were written. Returns the
+    id of the run the batch counted for (None: nothing was written).
 
     ``info`` sets the session's catalogue fields in the same transaction; ``telemetry`` (what
     ``session.hooks`` saw since the last write) lands on the run that was the head before the
@@ -377,10 +424,23 @@ def append(
     )
     if info is not None:
         yield from _patch_session(session_id, info, now)
-    if head.id is None and not batch:
-        return  # usage alone, and no run for it to land on
+    if owner is not None and owner != head.id:
+        row = yield Query("session_run", {"sid": session_id, "id": owner}, Fetch.ONE)
+        owner = owner if row is not None else None  # deleted since: the head stands in
+    if not batch:  # usage or telemetry alone
+        if head.id is None:
+            return None  # no run for them to land on
+        target = owner if owner is not None else head.id
+        if usage is not None:
+            yield from _record_usage(session_id, target, usage, now, add=True)
+        if telemetry:
+            yield from _record_telemetry(session_id, head.id, telemetry)
+        return target
     open_calls = yield from _open_calls(session_id, batch)
-    last = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
+    plan = yield from _apply_append_run(
+        session_id, head, batch, open_calls, now, usage, owner_id=owner, add_usage=True
+    )
+    last = plan.last
     assert last.id is not None
     if last.id != head.id:  # ensure_session already stamped updated_at
         yield from set_head(session_id, last.id, now)
@@ -394,6 +454,7 @@ def append(
         and newest - head.indexed_through >= INDEX_BATCH
     ):
         yield from _feed_index()  # the lock's watermark already says items wait
+    return plan.credited.id
 
 
 # How many new items wait before a backend that indexes for search in batches (SQLite's FTS5:
@@ -602,7 +663,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
         if parent is None:
             parent = yield from parent_head(session_id, parent_id)
         open_calls = yield from _open_calls(session_id, run.batch)
-        last = yield from _apply_append_run(
+        plan = yield from _apply_append_run(
             session_id,
             parent,
             run.batch,
@@ -610,6 +671,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
             now if run.now is None else run.now,
             run.usage,
         )
+        last = plan.last
         assert last.id is not None
         written[last.id] = Head(last.id, last.depth, last.item_count, last.resolved_parent_id)
         ids.append(last.id)

@@ -316,6 +316,19 @@ SQL: dict[str, str | None] = {
             assistant_message = CASE WHEN %(assistant_changed)s THEN %(assistant_message)s
                                      ELSE assistant_message END
         WHERE session_id = %(sid)s AND id = %(id)s""",
+    # A Runner call's usage since its last write: each call's tokens add up on its run.
+    "add_run_usage": """
+        UPDATE runs SET requests = requests + %(requests)s,
+            input_tokens = input_tokens + %(input_tokens)s,
+            output_tokens = output_tokens + %(output_tokens)s,
+            total_tokens = total_tokens + %(total_tokens)s,
+            cached_tokens = cached_tokens + %(cached_tokens)s,
+            reasoning_tokens = reasoning_tokens + %(reasoning_tokens)s,
+            updated_at = %(now)s
+        WHERE session_id = %(sid)s AND id = %(id)s""",
+    "set_run_answer": """
+        UPDATE runs SET assistant_message = %(assistant_message)s, updated_at = %(now)s
+        WHERE session_id = %(sid)s AND id = %(id)s""",
     "set_run_usage": """
         UPDATE runs SET requests = %(requests)s, input_tokens = %(input_tokens)s,
             output_tokens = %(output_tokens)s, total_tokens = %(total_tokens)s,

@@ -316,6 +316,19 @@ SQL: dict[str, str | None] = {
             assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
                                      ELSE assistant_message END
         WHERE id = :id""",
+    # A Runner call's usage since its last write: each call's tokens add up on its run.
+    "add_run_usage": """
+        UPDATE runs SET requests = requests + :requests,
+            input_tokens = input_tokens + :input_tokens,
+            output_tokens = output_tokens + :output_tokens,
+            total_tokens = total_tokens + :total_tokens,
+            cached_tokens = cached_tokens + :cached_tokens,
+            reasoning_tokens = reasoning_tokens + :reasoning_tokens,
+            updated_at = :now
+        WHERE id = :id""",
+    "set_run_answer": """
+        UPDATE runs SET assistant_message = :assistant_message, updated_at = :now
+        WHERE id = :id""",
     "set_run_usage": """
         UPDATE runs SET requests = :requests, input_tokens = :input_tokens,
             output_tokens = :output_tokens, total_tokens = :total_tokens,
