@@ -44,6 +44,7 @@ from _common import (
     targets_table,
     turn_writer,
     write_json,
+    write_turns,
 )
 from _common import run as run_async
 from turnstore import Store, StructuredSession
@@ -456,6 +457,49 @@ async def edited_tail_case(
         await close_all(dbs)
 
 
+# A request's session: opened from the path (so the process's shared store serves it), read,
+# three writes of one SDK turn, dropped unclosed; against the same work on one long-lived
+# session. REQUEST_HISTORY items of history: a short conversation, whose read does not hide
+# what opening costs.
+PER_REQUEST = "request turn, session per request"
+LONG_LIVED = "request turn, long-lived session"
+REQUEST_HISTORY = 40
+
+
+async def request_case(directory: Path, config: Config, results: Results) -> None:
+    """A session per request (open, read, 3 writes, drop) vs a long-lived session."""
+    path = directory / "requests.db"
+    with Store.open(path) as store:
+        for sid in ("per-request", "long-lived"):
+            await fill_store(store, sid, history(REQUEST_HISTORY))
+    settle(path)
+    count = config.warmup + config.write_repeats
+    per_request_turns = iter(make_turns(count, seed=7, start=10**6))
+
+    async def per_request() -> None:
+        session = StructuredSession("per-request", str(path))
+        await session.get_items()
+        await write_turns(session, [next(per_request_turns)])
+
+    long_lived = StructuredSession("long-lived", str(path))
+    long_lived_write = turn_writer(long_lived, count=count, seed=7)
+
+    async def long_lived_turn() -> None:
+        await long_lived.get_items()
+        await long_lived_write()
+
+    try:
+        await _measure_groups(
+            results,
+            {(PER_REQUEST, TURNSTORE): per_request, (LONG_LIVED, TURNSTORE): long_lived_turn},
+            repeats=config.write_repeats,
+            warmup=config.warmup,
+            note="get_items + 3 add_items",
+        )
+    finally:
+        await long_lived.aclose()
+
+
 def edited_case(config: Config) -> str:
     """The case name of the tail read after edits."""
     return f"get_items({TAIL}) @{config.edited_runs} runs, {config.edits} edits"
@@ -524,6 +568,14 @@ def targets(config: Config) -> list[Target]:
     out.append(
         Target(f"{edited} vs flat SQLiteSession", (edited, TURNSTORE), 1.0, (edited, SQLITE))
     )
+    out.append(
+        Target(
+            "session per request vs long-lived",
+            (PER_REQUEST, TURNSTORE),
+            1.1,
+            (LONG_LIVED, TURNSTORE),
+        )
+    )
     return out
 
 
@@ -548,6 +600,8 @@ async def run_benchmark(config: Config, directory: Path, *, log: Log = _log) -> 
     await branch_cases(ours, advanced, config, results)
     log(f"tail after {config.edits} edits in {config.edited_runs:,} runs")
     await edited_tail_case(ours, sdk, config, results, log)
+    log("a session per request against a long-lived one")
+    await request_case(directory, config, results)
 
     evaluated = [target.evaluate(results) for target in targets(config)]
     return {

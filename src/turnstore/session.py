@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from . import _shared
 from .backends.append import SessionPatch
 from .backends.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
@@ -189,10 +191,16 @@ class StructuredSession:
         self._recorder: Recorder | None = None
         self._hooks: SessionHooks | None = None
         self._closed = False
+        self._lease: _shared.Lease | None = None
         if isinstance(db, Store):
-            self._store, self._owns_store = db, False
+            self._store = db
         else:
-            self._store, self._owns_store = Store.open(db), True
+            # Sessions opened from one path or URL share the process's store for it (a
+            # session per request must not cost a connection and a thread): see _shared.
+            self._lease = _shared.acquire(db)
+            self._store = self._lease.store
+            # Not at exit: the shared stores are closed then anyway.
+            weakref.finalize(self, self._lease.release).atexit = False
 
     @property
     def store(self) -> Store:
@@ -412,16 +420,18 @@ class StructuredSession:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the session, and the store it opened (a shared ``Store`` stays open).
+        """Close the session; the store it opened closes with the last session using it.
 
-        Idempotent; any later use raises ``ClosedError``.
+        A ``Store`` passed in stays open. Closing is optional: a session dropped unclosed
+        gives its store back when it is garbage-collected. Idempotent; any later use raises
+        ``ClosedError``.
         """
         self._closed = True
-        if self._owns_store:
-            self._store.close()
+        if self._lease is not None and (store := self._lease.release(close_now=True)):
+            store.close()
 
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""
         self._closed = True
-        if self._owns_store:
-            await self._store.aclose()
+        if self._lease is not None and (store := self._lease.release(close_now=True)):
+            await store.aclose()

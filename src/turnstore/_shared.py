@@ -1,0 +1,191 @@
+"""The stores that ``StructuredSession``s opened from one target share, in one process.
+
+Applications (and the SDK's examples) open a session per request and never close it. Each
+session opened from a path or URL therefore leases the process's one store for that target
+(one connection set, one worker) instead of opening its own: opening costs a dict lookup.
+A store with no session left is closed by a janitor thread once it has been idle for
+``IDLE_CLOSE`` seconds (so that the next request finds it open), when its last session is
+closed explicitly, or at exit. ``:memory:`` is a database per session, as with
+``SQLiteSession``: never shared, closed as soon as its session is gone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .store import Store, sqlite_path
+
+__all__ = ["IDLE_CLOSE", "Lease", "acquire"]
+
+log = logging.getLogger("turnstore")
+
+IDLE_CLOSE = 10.0
+"""Seconds a shared store with no session stays open for the next one."""
+
+
+@dataclass(eq=False)
+class _Entry:
+    store: Store
+    users: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+# Reentrant: a session's finalizer (which releases its lease) can run inside any allocation,
+# also in a thread that holds the lock already.
+_lock = threading.RLock()
+_wake = threading.Condition(_lock)
+_entries: dict[str, _Entry] = {}
+_to_close: list[Store] = []  # stores of gone sessions, for the janitor to close
+_janitor: threading.Thread | None = None
+_exit_registered = False
+
+
+def _key(target: object) -> str | None:
+    """What identifies the database ``target`` names; None for ``:memory:``."""
+    text = os.fspath(target) if isinstance(target, os.PathLike) else target
+    if not isinstance(text, str):
+        return None  # not a target Store.open accepts: let it say why
+    if "://" in text and not text.lower().startswith("sqlite://"):
+        return text  # a server URL
+    path = sqlite_path(text)
+    if path == ":memory:" or not path:
+        return None
+    return "sqlite:" + os.path.realpath(os.path.expanduser(path))
+
+
+def _closed(store: Store) -> bool:
+    # Someone may close a shared store by hand (session.store.close()): open a new one then.
+    return bool(getattr(store.backend, "_closed", False))
+
+
+class Lease:
+    """One session's use of a store; ``release`` ends it (idempotent, any thread)."""
+
+    __slots__ = ("_key", "_released", "store")
+
+    def __init__(self, store: Store, key: str | None) -> None:
+        self.store = store
+        self._key = key
+        self._released = False
+
+    def release(self, *, close_now: bool = False) -> Store | None:
+        """End the lease; returns the store when the caller must close it (``close_now``).
+
+        Without ``close_now`` (a session dropped unclosed: this runs in a finalizer, which
+        must not block) an unused store is left to the janitor.
+        """
+        with _lock:
+            if self._released:
+                return None
+            self._released = True
+            entry = _entries.get(self._key) if self._key is not None else None
+            if entry is not None and entry.store is self.store:
+                entry.users -= 1
+                if entry.users > 0:
+                    return None
+                entry.idle_since = time.monotonic()
+                if not close_now:
+                    _start_janitor()
+                    _wake.notify()
+                    return None
+                del _entries[self._key]  # type: ignore[arg-type]
+            if close_now:
+                return self.store
+            _to_close.append(self.store)
+            _start_janitor()
+            _wake.notify()
+            return None
+
+
+def acquire(target: str | os.PathLike[str]) -> Lease:
+    """A lease on the process's store for ``target``, opening it if there is none."""
+    key = _key(target)
+    if key is None:
+        return Lease(Store.open(target), None)
+    with _lock:
+        entry = _entries.get(key)
+        if entry is None or _closed(entry.store):
+            # Opened under the lock: sessions of one target opening together wait for one
+            # store rather than each opening their own.
+            entry = _entries[key] = _Entry(Store.open(target))
+            _register_exit()
+        entry.users += 1
+        return Lease(entry.store, key)
+
+
+def _register_exit() -> None:
+    # At the start of the interpreter's shutdown, with threading's own exit hooks (what
+    # concurrent.futures uses; last in, first out): before SQLite's worker pool stops taking
+    # work, and before any atexit hook (Postgres's stops its event loop, which must close its
+    # pool first).
+    global _exit_registered
+    if not _exit_registered:
+        register = getattr(threading, "_register_atexit", atexit.register)
+        register(_close_all)
+        _exit_registered = True
+
+
+def _close(store: Store) -> None:
+    try:
+        store.close()
+    except Exception as exc:  # nothing to report it to: the session is gone
+        log.warning("closing an unused turnstore store failed: %s", exc)
+
+
+def _close_all() -> None:
+    with _lock:
+        stores = [entry.store for entry in _entries.values()] + _to_close
+        _entries.clear()
+        _to_close.clear()
+    for store in stores:
+        _close(store)
+
+
+def _start_janitor() -> None:
+    global _janitor
+    if _janitor is None:
+        _janitor = threading.Thread(target=_tidy, name="turnstore-janitor", daemon=True)
+        _janitor.start()
+
+
+def _tidy() -> None:
+    """The janitor: closes stores of gone sessions, and shared stores idle too long."""
+    while True:
+        with _lock:
+            now = time.monotonic()
+            due: list[Store] = _to_close[:]
+            _to_close.clear()
+            wait: float | None = None
+            for key, entry in list(_entries.items()):
+                if entry.users > 0:
+                    continue
+                remaining = entry.idle_since + IDLE_CLOSE - now
+                if remaining <= 0:
+                    del _entries[key]
+                    due.append(entry.store)
+                else:
+                    wait = remaining if wait is None else min(wait, remaining)
+            if not due:
+                _wake.wait(wait)
+                continue
+        for store in due:
+            _close(store)
+
+
+def _after_fork() -> None:
+    # The child has none of the parent's threads: its stores are unusable, not to be closed.
+    global _lock, _wake, _janitor
+    _lock = threading.RLock()
+    _wake = threading.Condition(_lock)
+    _entries.clear()
+    _to_close.clear()
+    _janitor = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,196 @@
+"""Per-request sessions (issue 12): sessions opened from one target share one store.
+
+An application that opens a ``StructuredSession`` per request and never closes it must not
+leak threads, descriptors or connections, nor print anything at exit. The leak tests run in a
+subprocess, to read its threads, ``/proc/self/fd`` and stderr from a clean start.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import user
+from conftest import POSTGRES_URL, require_postgres
+from turnstore import ClosedError, StructuredSession, _shared
+
+LEAK_SCRIPT = """
+import asyncio, gc, json, os, sys, threading
+from turnstore import StructuredSession
+
+TARGET, COUNT = sys.argv[1], int(sys.argv[2])
+
+def resources():
+    gc.collect()
+    return [threading.active_count(), len(os.listdir("/proc/self/fd"))]
+
+async def request(n):
+    # What a web handler does: a session per request, never closed (every 50th writes).
+    session = StructuredSession(f"user-{n % 20}", TARGET)
+    await session.get_items()
+    if n % 50 == 0:
+        await session.add_items([{"role": "user", "content": f"hello {n}"}])
+
+async def main():
+    await request(0)
+    before = resources()
+    for n in range(1, COUNT):
+        await request(n)
+    print(json.dumps({"before": before, "after": resources()}))
+
+asyncio.run(main())
+"""
+
+
+def run_leak_script(target: str, count: int, env: dict[str, str] | None = None) -> Any:
+    proc = subprocess.run(
+        [sys.executable, "-c", LEAK_SCRIPT, target, str(count)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # no "Task was destroyed", no "Event loop is closed"
+    return json.loads(proc.stdout)
+
+
+def test_ten_thousand_unclosed_sqlite_sessions_leave_threads_and_descriptors_flat(
+    tmp_path: Path,
+) -> None:
+    result = run_leak_script(str(tmp_path / "app.db"), 10_000)
+    assert result["after"] == result["before"]
+
+
+def test_five_hundred_unclosed_postgres_sessions_leave_no_trace() -> None:
+    require_postgres()
+    import psycopg
+
+    # A database of its own: a session's URL names no schema, so it uses "public".
+    name = f"t_leak_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        result = run_leak_script(POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}", 500)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    assert result["after"] == result["before"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sharing and closing, in this process
+
+
+def wait_until(condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
+async def test_sessions_of_one_file_share_one_store(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    first = StructuredSession("a", str(path))
+    second = StructuredSession("b", path)  # a PathLike of the same file
+    third = StructuredSession("c", f"sqlite:///{path}")
+    assert first.store is second.store is third.store
+    await first.add_items([user("q")])
+    assert await StructuredSession("a", str(path)).get_items() == [user("q")]
+    first.close()
+    second.close()
+    assert await third.get_items() == []  # still open: the store has a user left
+    third.close()
+    with pytest.raises(ClosedError):
+        await third.store.get_items("a")
+
+
+def test_memory_sessions_stay_separate() -> None:
+    first, second = StructuredSession("s"), StructuredSession("s", ":memory:")
+    assert first.store is not second.store
+    first.close()
+    second.close()
+
+
+async def test_a_dropped_session_gives_its_store_back_after_idling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_shared, "IDLE_CLOSE", 0.05)
+    session = StructuredSession("s", str(tmp_path / "app.db"))
+    await session.add_items([user("q")])
+    store = session.store
+    del session
+    gc.collect()
+    wait_until(lambda: _shared._closed(store))
+    # The next session opens a fresh store and finds the conversation.
+    again = StructuredSession("s", str(tmp_path / "app.db"))
+    assert again.store is not store
+    assert await again.get_items() == [user("q")]
+    again.close()
+
+
+def test_a_dropped_memory_session_closes_its_store() -> None:
+    session = StructuredSession("s")
+    store = session.store
+    del session
+    gc.collect()
+    wait_until(lambda: _shared._closed(store))
+
+
+async def test_a_store_closed_by_hand_is_replaced(tmp_path: Path) -> None:
+    session = StructuredSession("s", str(tmp_path / "app.db"))
+    session.store.close()
+    other = StructuredSession("t", str(tmp_path / "app.db"))
+    await other.add_items([user("q")])
+    assert other.store is not session.store
+    other.close()
+    session.close()
+
+
+def test_sessions_opened_from_threads_share_one_store(tmp_path: Path) -> None:
+    stores: list[Any] = []
+    sessions: list[StructuredSession] = []
+    lock = threading.Lock()
+
+    def open_one() -> None:
+        session = StructuredSession("s", str(tmp_path / "app.db"))
+        with lock:
+            sessions.append(session)
+            stores.append(session.store)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(store) for store in stores}) == 1
+    for session in sessions:
+        session.close()
+
+
+def test_stores_are_closed_at_exit_without_a_word(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from turnstore import StructuredSession
+        s = StructuredSession("s", {str(tmp_path / "x.db")!r})
+        asyncio.run(s.add_items([{{"role": "user", "content": "q"}}]))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    # Closed cleanly: the WAL was folded into the database and removed.
+    assert not (tmp_path / "x.db-wal").exists()
