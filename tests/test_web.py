@@ -463,12 +463,22 @@ def test_serve_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = str(tmp_path / "there.db")
     Store.open(db).close()
     assert runner.invoke(app, ["serve", "--db", db]).exit_code == 0
-    assert served[-1] == ((db,), {"host": "127.0.0.1", "port": 8000, "read_only": True})
+    assert served[-1] == (
+        (db,),
+        {"host": "127.0.0.1", "port": 8000, "read_only": True, "allow_hosts": []},
+    )
     result = runner.invoke(
-        app, ["serve", "--db", db, "--host", "0.0.0.0", "--port", "9", "--writable"]
+        app,
+        [
+            *("serve", "--db", db, "--host", "0.0.0.0", "--port", "9", "--writable"),
+            *("--allow-host", "a.test", "--allow-host", "b.test"),
+        ],
     )
     assert result.exit_code == 0
-    assert served[-1] == ((db,), {"host": "0.0.0.0", "port": 9, "read_only": False})
+    assert served[-1] == (
+        (db,),
+        {"host": "0.0.0.0", "port": 9, "read_only": False, "allow_hosts": ["a.test", "b.test"]},
+    )
 
 
 def test_app_opens_a_database_by_path(viewer_db: tuple[str, Ids]) -> None:
@@ -481,8 +491,9 @@ def test_app_opens_a_database_by_path(viewer_db: tuple[str, Ids]) -> None:
 def test_hosts_for_binding() -> None:
     assert "127.0.0.1" in _hosts_for("127.0.0.1")
     assert "*" not in _hosts_for("127.0.0.1")
-    assert _hosts_for("0.0.0.0") == ["*"]
+    assert "*" not in _hosts_for("0.0.0.0")
     assert "myhost" in _hosts_for("myhost")
+    assert "viewer.test" in _hosts_for("0.0.0.0", ["viewer.test"])
 
 
 # ---------------------------------------------------------------------------------------------

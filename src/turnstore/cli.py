@@ -1251,6 +1251,14 @@ def serve(
         bool,
         typer.Option("--writable", help="Allow making a branch the active one (else read-only)."),
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A host name the viewer may be reached by (repeatable); requests naming "
+            "any other are refused, so that a web page cannot reach it by DNS rebinding.",
+        ),
+    ] = None,
 ) -> None:
     """Browse the conversations in a web page: sessions, branches, tool calls, usage.
 
@@ -1260,7 +1268,9 @@ def serve(
         _check_database(target, create=False)
         from .web import serve as serve_web
 
-        serve_web(target, host=host, port=port, read_only=not writable)
+        serve_web(
+            target, host=host, port=port, read_only=not writable, allow_hosts=allow_host or []
+        )
     except TurnstoreError as exc:
         raise _fail(str(exc)) from None
 

@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from ..errors import InvalidOperationError, SessionNotFoundError
@@ -109,9 +110,13 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
     try:
         data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         kind, stamp, session_id = json.loads(data.decode("utf-8"))
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        # Both are bound as parameters: a stamp that is not a time (PostgreSQL fails on it)
+        # or a lone surrogate (no driver encodes it) cannot be from a cursor of ours.
+        datetime.fromisoformat(stamp)
+        session_id.encode("utf-8")
+    except (ValueError, TypeError, AttributeError, binascii.Error):
         raise InvalidOperationError(f"not a sessions cursor: {cursor!r}") from None
-    if not (isinstance(stamp, str) and isinstance(session_id, str)) or kind not in ORDERS:
+    if kind not in ORDERS:
         raise InvalidOperationError(f"not a sessions cursor: {cursor!r}")
     if kind != order:
         raise InvalidOperationError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
@@ -41,8 +42,10 @@ def create_app(
     ``store`` is an open ``Store`` (the caller closes it) or a database path or URL, opened
     when the server starts and closed when it stops. ``read_only=False`` adds the one write
     the viewer offers: making a branch the session's active one. Requests must name one of
-    ``allowed_hosts`` (default: the loopback names), so that another web site cannot read
-    the viewer through DNS rebinding. ``page_size`` is the number of runs per page.
+    ``allowed_hosts`` in their ``Host`` header (default: the loopback names), so that another
+    web site cannot read the viewer through DNS rebinding: names and IP addresses, where an
+    unspecified address (``0.0.0.0``, ``::``) admits every IP literal and ``"*"`` any host
+    (only behind a proxy that checks it). ``page_size`` is the number of runs per page.
     """
     try:
         from .app import build_app
@@ -56,14 +59,20 @@ def create_app(
     )
 
 
-def _hosts_for(host: str) -> list[str]:
-    """The Host names a browser may send to a server bound to ``host``."""
+def _hosts_for(host: str, allow_hosts: Sequence[str] = ()) -> list[str]:
+    """The hosts a server bound to ``host`` answers to, besides the names ``allow_hosts``.
+
+    Bound to every interface, it is reached by any of the machine's addresses, so every IP
+    literal is admitted (``host`` itself, unspecified, says so to ``create_app``), but of the
+    names only localhost and ``allow_hosts``: a name is what DNS rebinding forges.
+    """
     try:
         everywhere = ipaddress.ip_address(host).is_unspecified
     except ValueError:  # a name, not an address
         everywhere = False
-    # Bound to every interface on purpose: any name may reach it.
-    return ["*"] if everywhere else [*LOOPBACK_HOSTS, host]
+    if everywhere:
+        return [host, "localhost", *allow_hosts]
+    return [*LOOPBACK_HOSTS, host, *allow_hosts]
 
 
 def serve(
@@ -72,11 +81,14 @@ def serve(
     port: int = 8000,
     *,
     read_only: bool = True,
+    allow_hosts: Sequence[str] = (),
     log_level: str = "info",
 ) -> None:
     """Serve the viewer for the database ``db`` (a path or URL) until interrupted.
 
     Binds to loopback unless ``host`` says otherwise; read-only unless ``read_only=False``.
+    Requests must name loopback, ``host`` or one of the names ``allow_hosts`` (bound to every
+    interface: any IP literal, localhost or one of ``allow_hosts``).
     ``db`` is opened as ``Store.open`` opens it (``turnstore serve`` first refuses a missing
     file or a database of another kind).
     """
@@ -84,5 +96,5 @@ def serve(
         import uvicorn
     except ImportError as exc:
         raise _missing_extra(exc) from exc
-    app = create_app(db, read_only=read_only, allowed_hosts=_hosts_for(host))
+    app = create_app(db, read_only=read_only, allowed_hosts=_hosts_for(host, allow_hosts))
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -21,7 +21,6 @@ from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -29,11 +28,21 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import InvalidOperationError, NotFoundError
+from ..errors import (
+    ClosedError,
+    ConflictError,
+    ConnectionFailedError,
+    InvalidItemError,
+    InvalidOperationError,
+    NotFoundError,
+    TurnstoreError,
+)
 from ..model import PathView
 from ..store import Store
 from . import catalogue
 from . import format as fmt
+from .hosts import HostCheck, HostPolicy
+from .params import Page, Params, whole_number
 
 __all__ = ["build_app"]
 
@@ -149,20 +158,20 @@ def _db_label(store: Store | str | os.PathLike[str]) -> str:
 # ---------------------------------------------------------------------------------------------
 # Request helpers
 
+# The status of each refusal the store can raise; any other TurnstoreError is the server's 500.
+ERROR_STATUS: tuple[tuple[type[TurnstoreError], int], ...] = (
+    (NotFoundError, 404),
+    (InvalidOperationError, 400),
+    (InvalidItemError, 400),
+    (ConflictError, 409),
+    (ConnectionFailedError, 503),
+    (ClosedError, 503),
+)
 
-def _int_param(request: Request, name: str) -> int | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise HTTPException(400, f"{name} must be an integer, not {value!r}") from None
 
-
-def _path_int(request: Request, name: str) -> int:
-    value: int = request.path_params[name]
-    return value
+def error_status(exc: TurnstoreError) -> int:
+    """The HTTP status a page answers with when the store raised ``exc``."""
+    return next((status for kind, status in ERROR_STATUS if isinstance(exc, kind)), 500)
 
 
 def _urls(request: Request) -> Urls:
@@ -217,28 +226,24 @@ def build_app(
 
     # -- pages ---------------------------------------------------------------------------
 
-    async def home(request: Request) -> Response:
+    async def home(request: Request, params: Params) -> Response:
         return RedirectResponse(_urls(request).sessions(), 302)
 
-    async def sessions_page(request: Request) -> Response:
-        values = await catalogue.sessions_page(_store(request), request.query_params, page_size)
+    async def sessions_page(request: Request, params: Params) -> Response:
+        values = await catalogue.sessions_page(_store(request), params, page_size)
         return render(request, "sessions.html", nav="sessions", **values)
 
-    async def session_page(request: Request) -> Response:
-        session_id: str = request.path_params["session_id"]
+    async def session_page(request: Request, params: Params) -> Response:
+        session_id = params.path_text("session_id")
         store = _store(request)
         info = await store.session(session_id)
         if info is None:
             raise NotFoundError(f"no session {session_id!r}")
-        start, stop = _int_param(request, "start"), _int_param(request, "stop")
-        through = _int_param(request, "run")
-        try:
-            view = await store.path_view(
-                session_id, through=through, start=start, stop=stop, limit=page_size
-            )
-        except InvalidOperationError as exc:
-            raise HTTPException(400, str(exc)) from exc
-        if request.query_params.get("partial"):
+        start, stop = params.integer("start"), params.integer("stop")
+        view = await store.path_view(
+            session_id, through=params.integer("run"), start=start, stop=stop, limit=page_size
+        )
+        if params.text("partial"):
             # Another page of the same branch, for the "earlier" / "later" buttons.
             return render(
                 request,
@@ -261,33 +266,33 @@ def build_app(
             show_later=True,
         )
 
-    async def run_link(request: Request) -> Response:
-        run = await _store(request).run(_path_int(request, "run_id"))
+    async def run_link(request: Request, params: Params) -> Response:
+        run = await _store(request).run(params.path_id("run_id"))
         return RedirectResponse(_urls(request).run_in_context(run.session_id, run.id), 302)
 
-    async def run_items_page(request: Request) -> Response:
+    async def run_items_page(request: Request, params: Params) -> Response:
         store = _store(request)
-        run = await store.run(_path_int(request, "run_id"))
+        run = await store.run(params.path_id("run_id"))
         items = await store.run_items(run.id)
         return render(request, "run_items.html", nav="sessions", run=run, items=items)
 
-    async def call_page(request: Request) -> Response:
+    async def call_page(request: Request, params: Params) -> Response:
         store = _store(request)
-        call = await store.tool_call(_path_int(request, "call_id"))
+        call = await store.tool_call(params.path_id("call_id"))
         run = await store.run(call.run_id)
         return render(request, "call.html", nav="tools", call=call, run=run)
 
-    async def tools_page(request: Request) -> Response:
-        values = await catalogue.tools_page(_store(request), request.query_params)
+    async def tools_page(request: Request, params: Params) -> Response:
+        values = await catalogue.tools_page(_store(request), params)
         return render(request, "tools.html", nav="tools", **values)
 
-    async def usage_page(request: Request) -> Response:
-        values = await catalogue.usage_page(_store(request), request.query_params)
+    async def usage_page(request: Request, params: Params) -> Response:
+        values = await catalogue.usage_page(_store(request), params)
         return render(request, "usage.html", nav="usage", **values)
 
-    async def checkout(request: Request) -> Response:
+    async def checkout(request: Request, params: Params) -> Response:
         """Make the branch through a run the session's active path (not in read-only mode)."""
-        session_id: str = request.path_params["session_id"]
+        session_id = params.path_text("session_id")
         if request.headers.get("content-type", "").split(";")[0] != (
             "application/x-www-form-urlencoded"
         ):
@@ -296,10 +301,7 @@ def build_app(
         token = form.get("token", [""])[0]
         if not hmac.compare_digest(token.encode(), csrf_token.encode()):
             raise HTTPException(403, "this form did not come from this viewer")
-        try:
-            run_id = int(form.get("run", [""])[0])
-        except ValueError:
-            raise HTTPException(400, "run must be an integer") from None
+        run_id = whole_number("run", form.get("run", [""])[0])
         store = _store(request)
         view = await store.path_view(session_id, through=run_id, limit=1)
         assert view.leaf_run_id is not None  # a view through a run has a leaf
@@ -309,29 +311,35 @@ def build_app(
     # -- errors --------------------------------------------------------------------------
 
     async def error_page(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, NotFoundError):
-            status, detail = 404, str(exc)
+        """Every refusal, whichever page raised it: the store's errors and the edge's."""
+        if isinstance(exc, TurnstoreError):
+            status, detail = error_status(exc), str(exc)
         elif isinstance(exc, HTTPException):
             status, detail = exc.status_code, exc.detail
+            if status == 404 and detail == "Not Found":  # the router's: no route matched
+                detail = f"nothing at {request.url.path}"
         else:  # pragma: no cover - only registered for the two above
             raise exc
-        if status == 404 and isinstance(exc, HTTPException):
-            detail = f"nothing at {request.url.path}"
         return render(request, "error.html", status_code=status, status=status, detail=detail)
 
-    routes = [
-        Route("/", home, name="home"),
-        Route("/sessions", sessions_page, name="sessions"),
-        Route("/sessions/{session_id:path}", session_page, name="session"),
-        Route("/runs/{run_id:int}", run_link, name="run"),
-        Route("/runs/{run_id:int}/items", run_items_page, name="run_items"),
-        Route("/calls/{call_id:int}", call_page, name="call"),
-        Route("/tools", tools_page, name="tools"),
-        Route("/usage", usage_page, name="usage"),
+    routes: list[Route | Mount] = [
+        Page("/", home),
+        Page("/sessions", sessions_page, query=("q", "user", "after"), name="sessions"),
+        Page(
+            "/sessions/{session_id:path}",
+            session_page,
+            query=("run", "start", "stop", "partial"),
+            name="session",
+        ),
+        Page("/runs/{run_id}", run_link, name="run"),
+        Page("/runs/{run_id}/items", run_items_page, name="run_items"),
+        Page("/calls/{call_id}", call_page, name="call"),
+        Page("/tools", tools_page, query=("session", "tool"), name="tools"),
+        Page("/usage", usage_page, query=("user",), name="usage"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if not read_only:
-        routes.append(Route("/checkout/{session_id:path}", checkout, methods=["POST"]))
+        routes.append(Page("/checkout/{session_id:path}", checkout, methods=["POST"]))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -347,14 +355,14 @@ def build_app(
             await opened.aclose()
 
     handlers: dict[Any, Callable[[Request, Exception], Any]] = {
-        NotFoundError: error_page,
+        TurnstoreError: error_page,
         HTTPException: error_page,
     }
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts),
             Middleware(SecurityHeaders),
+            Middleware(HostCheck, policy=HostPolicy.of(allowed_hosts)),
         ],
         exception_handlers=handlers,
         lifespan=lifespan,

@@ -1,22 +1,19 @@
 """What the catalogue pages show: sessions and search, tool statistics, usage over time.
 
-Each function reads the store for one page and returns the template's values; the pages'
-query parameters are checked here, so that a bad one is a 400, never a 500.
+Each function reads the store for one page and returns the template's values; its query
+parameters come checked by the viewer's edge (``params.Params``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from starlette.exceptions import HTTPException
-
-from ..errors import InvalidOperationError
 from ..model import SearchResult, SessionInfo, Usage
 from ..store import Store
 from .format import bar_chart, fill_days
+from .params import Params
 
 __all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
 
@@ -39,15 +36,9 @@ def _pieces(snippet: str) -> list[tuple[str, bool]]:
     return [(piece, i % 2 == 1) for i, piece in enumerate(snippet.split(SEARCH_MARK)) if piece]
 
 
-def _param(params: Mapping[str, str], name: str) -> str | None:
-    value = params.get(name, "").strip()
-    return value or None
-
-
-async def sessions_page(store: Store, params: Mapping[str, str], page_size: int) -> dict[str, Any]:
+async def sessions_page(store: Store, params: Params, page_size: int) -> dict[str, Any]:
     """Newest sessions first, a page at a time, or the items matching a search."""
-    query, user = _param(params, "q"), _param(params, "user")
-    after = _param(params, "after")
+    query, user, after = params.text("q"), params.text("user"), params.text("after")
     values: dict[str, Any] = {"q": query or "", "user": user or "", "hits": None, "page": None}
     if query is not None:
         results = await store.search(query, limit=page_size)
@@ -61,17 +52,14 @@ async def sessions_page(store: Store, params: Mapping[str, str], page_size: int)
             if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
         ]
         return values
-    try:
-        values["page"] = await store.sessions(user_id=user, limit=page_size, after=after)
-    except InvalidOperationError as exc:  # a cursor that was not ours
-        raise HTTPException(400, str(exc)) from exc
+    values["page"] = await store.sessions(user_id=user, limit=page_size, after=after)
     values["first_page"] = after is None
     return values
 
 
-async def tools_page(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+async def tools_page(store: Store, params: Params) -> dict[str, Any]:
     """Per-tool statistics, the slowest calls and the latest failing ones."""
-    session_id, tool = _param(params, "session"), _param(params, "tool")
+    session_id, tool = params.text("session"), params.text("tool")
     stats = await store.tool_stats(session_id=session_id, tool_name=tool)
     failing = await store.tool_calls(
         session_id=session_id, tool_name=tool, status="failed", limit=LIST_LIMIT
@@ -92,9 +80,9 @@ def _total(usages: list[Usage]) -> Usage:
     return Usage(*(sum(getattr(u, name) for u in usages) for name in Usage.__slots__))
 
 
-async def usage_page(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+async def usage_page(store: Store, params: Params) -> dict[str, Any]:
     """Tokens per UTC day as a chart, with totals and a breakdown by model."""
-    user = _param(params, "user")
+    user = params.text("user")
     days = await store.usage("day", user_id=user)
     by_model = await store.usage("model", user_id=user)
     points = fill_days(
