@@ -516,3 +516,15 @@ def test_serve_on_ipv6_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_serve_refuses_an_allow_host_that_is_not_a_name(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from turnstore.cli import app
+
+    db = str(tmp_path / "there.db")
+    Store.open(db).close()
+    result = CliRunner().invoke(app, ["serve", "--db", db, "--allow-host", "viewer.lan:80"])
+    assert result.exit_code == 1
+    assert "not a host name or IP address: 'viewer.lan:80'" in result.output
