@@ -229,13 +229,13 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
-def _run_as_nobody(path: Path) -> subprocess.CompletedProcess[str]:
-    """Run _READER on ``path`` in a child process, as ``nobody`` when this one is root."""
+def _run_as_nobody(path: Path, script: str = _READER) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on ``path`` in a child process, as ``nobody`` when this one is root."""
     nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
     ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
     src = str(Path(__file__).resolve().parents[1] / "src")
     return subprocess.run(
-        [sys.executable, "-c", _READER, str(path), *ids],
+        [sys.executable, "-c", script, str(path), *ids],
         capture_output=True,
         text=True,
         timeout=60,

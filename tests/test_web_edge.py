@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
 from conftest import sql
+from test_readonly import _files, _run_as_nobody, shared_dir  # noqa: F401  (a fixture)
 from turnstore import Store, Usage
 from turnstore.web import _hosts_for, create_app
 from turnstore.web.params import Page
@@ -528,3 +531,106 @@ def test_serve_refuses_an_allow_host_that_is_not_a_name(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["serve", "--db", db, "--allow-host", "viewer.lan:80"])
     assert result.exit_code == 1
     assert "not a host name or IP address: 'viewer.lan:80'" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The read-only viewer writes nothing
+
+
+def _with_backlog(path: Path) -> None:
+    """A database whose search index lags (fewer items than a batch): a search that may
+    write feeds it, and so changes the file."""
+
+    async def write() -> None:
+        store = Store.open(path)
+        try:
+            await store.add_items("s", [user("where is the zebra"), assistant("by the giraffe")])
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+
+
+def test_viewer_search_leaves_the_file_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    _with_backlog(path)
+    before = _files(path)["c.db"]
+    # Given a path, as `turnstore serve` gives it: the viewer opens the store read-only.
+    with TestClient(create_app(str(path)), base_url=BASE) as client:
+        found = client.get("/sessions?q=zebra")
+        assert found.status_code == 200
+        assert "<mark>zebra</mark>" in found.text  # the unindexed items are still found
+        assert client.get("/sessions/s").status_code == 200
+        assert client.app.state.store.read_only  # type: ignore[attr-defined]
+    assert _files(path)["c.db"] == before
+    # The writable viewer's search feeds the index: what the read-only one must not do.
+    with TestClient(create_app(str(path), read_only=False), base_url=BASE) as client:
+        assert client.get("/sessions?q=zebra").status_code == 200
+    assert _files(path)["c.db"] != before
+
+
+_SERVER = textwrap.dedent(
+    """
+    import json, os, sys, tempfile
+    from starlette.testclient import TestClient
+    from turnstore import Store
+    from turnstore.web import create_app
+
+    URLS = ("/sessions", "/sessions?q=zebra", "/sessions/s")
+
+    def pages(target):
+        with TestClient(create_app(target), base_url="http://127.0.0.1") as client:
+            return {url: client.get(url) for url in URLS}
+
+    # A first server imports everything: the interpreter's files are out of nobody's reach.
+    warm = os.path.join(tempfile.mkdtemp(), "warm.db")
+    Store.open(warm).close()
+    pages(warm)
+    if os.getuid() == 0:
+        os.setgid(int(sys.argv[3])); os.setuid(int(sys.argv[2]))
+    served = pages(sys.argv[1])
+    found = "<mark>zebra</mark>" in served["/sessions?q=zebra"].text
+    print(json.dumps({**{url: r.status_code for url, r in served.items()}, "found": found}))
+    """
+)
+
+
+def test_viewer_serves_a_read_only_file(request: pytest.FixtureRequest) -> None:
+    directory: Path = request.getfixturevalue("shared_dir")  # test_readonly's
+    path = directory / "c.db"
+    _with_backlog(path)
+    path.chmod(0o444)
+    directory.chmod(0o555)  # a read-only mount: not even a -shm can be made
+    before = sorted(os.listdir(directory)), _files(path)
+    result = _run_as_nobody(path, _SERVER)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "/sessions": 200,
+        "/sessions?q=zebra": 200,
+        "/sessions/s": 200,
+        "found": True,
+    }
+    assert (sorted(os.listdir(directory)), _files(path)) == before
+
+
+def test_serve_says_when_the_schema_is_too_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    import turnstore.web
+    from turnstore.backends import sqlite as sqlite_backend
+    from turnstore.cli import app
+
+    db = tmp_path / "old.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:-1])
+        Store.open(db).close()
+    before = _files(db)["old.db"]
+    served: list[object] = []
+    monkeypatch.setattr(turnstore.web, "serve", lambda *args, **kwargs: served.append(args))
+    result = CliRunner().invoke(app, ["serve", "--db", str(db)])
+    assert result.exit_code == 1
+    assert "too old to read without migrating" in result.output
+    assert not served
+    assert _files(db)["old.db"] == before

@@ -1266,6 +1266,9 @@ def serve(
     target = _target(ctx, db)
     try:
         _check_database(target, create=False)
+        # Opened once now, as the server will open it, so that what would stop the server at
+        # start (a schema too old to read without migrating) is one line here.
+        Store.open(target, read_only=not writable).close()
         from .web import serve as serve_web
 
         serve_web(

@@ -40,8 +40,9 @@ def create_app(
     """The viewer as an ASGI application over ``store``.
 
     ``store`` is an open ``Store`` (the caller closes it) or a database path or URL, opened
-    when the server starts and closed when it stops. ``read_only=False`` adds the one write
-    the viewer offers: making a branch the session's active one. Requests must name one of
+    when the server starts (with ``Store.open(..., read_only=True)`` unless ``read_only`` is
+    False) and closed when it stops. ``read_only=False`` adds the one write the viewer
+    offers: making a branch the session's active one. Requests must name one of
     ``allowed_hosts`` in their ``Host`` header (default: the loopback names), so that another
     web site cannot read the viewer through DNS rebinding: names and IP addresses, where an
     unspecified address (``0.0.0.0``, ``::``) admits every IP literal and ``"*"`` any host

@@ -346,8 +346,10 @@ def build_app(
         if isinstance(store, Store):
             yield
             return
-        # Opened here, on the server's event loop, and closed with the server.
-        opened = Store.open(store)
+        # Opened here, on the server's event loop, and closed with the server. Read-only, the
+        # viewer cannot write the database: not by migrating it, not by feeding the search
+        # index, and it serves a file or mount it cannot write.
+        opened = Store.open(store, read_only=read_only)
         app.state.store = opened
         try:
             yield
