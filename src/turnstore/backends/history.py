@@ -166,6 +166,7 @@ def delete_branch(
 ) -> Op[int | None]:
     """Remove ``run_id``, its descendants, and the ancestors that only they reach.
 
+    The active path (root to head) is never removed unless the head is below ``run_id``.
     Returns the new head: unchanged unless it was removed, else the nearest surviving ancestor.
     """
     head = yield from _lock_expected(session_id, now, expected_head)
@@ -173,7 +174,9 @@ def delete_branch(
     ancestors = yield Query("ancestors_child_counts", {"sid": session_id, "id": run.id}, Fetch.ALL)
     top, parent_id = run.id, run.parent_id
     for ancestor_id, ancestor_parent, child_count in ancestors:
-        if child_count != 1:
+        # The climb stops at a fork, and at the head: a head checked out above the branch
+        # (its only child leads there) stays, with the path to it.
+        if child_count != 1 or ancestor_id == head.id:
             break
         top, parent_id = ancestor_id, ancestor_parent
     head_id = head.id
