@@ -47,20 +47,10 @@ __all__ = [
 T = TypeVar("T")
 log = logging.getLogger("turnstore")
 
-# The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
-MIGRATIONS: list[list[str]] = [
-    [
-        """CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            user_id TEXT,
-            title TEXT,
-            metadata TEXT NOT NULL DEFAULT '{}',
-            head_run_id INTEGER,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
-        )""",
-        """CREATE TABLE runs (
-            id INTEGER PRIMARY KEY,
+# The tables that hand out ids, as migration 1 creates them and migration 6 rebuilds them.
+_KEY = "INTEGER PRIMARY KEY"
+_RUNS_TABLE = """CREATE TABLE {table} (
+            id {key},
             session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
             parent_id INTEGER REFERENCES runs (id) ON DELETE CASCADE,
             depth INTEGER NOT NULL,
@@ -77,12 +67,14 @@ MIGRATIONS: list[list[str]] = [
             reasoning_tokens INTEGER NOT NULL DEFAULT 0,
             item_count INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL
-        )""",
-        "CREATE INDEX runs_session_parent ON runs (session_id, parent_id, id)",
-        "CREATE INDEX runs_parent ON runs (parent_id)",
-        """CREATE TABLE items (
-            id INTEGER PRIMARY KEY,
+            updated_at TEXT NOT NULL{more}
+        )"""
+_RUNS_INDEXES = [
+    "CREATE INDEX runs_session_parent ON runs (session_id, parent_id, id)",
+    "CREATE INDEX runs_parent ON runs (parent_id)",
+]
+_ITEMS_TABLE = """CREATE TABLE {table} (
+            id {key},
             session_id TEXT NOT NULL,
             run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
             position INTEGER NOT NULL,
@@ -94,11 +86,9 @@ MIGRATIONS: list[list[str]] = [
             data TEXT NOT NULL,
             created_at TEXT NOT NULL,
             UNIQUE (run_id, position)
-        )""",
-        # call_item_id / output_item_id name items rows; no foreign key, because every
-        # deleted item would then search tool_calls for them.
-        """CREATE TABLE tool_calls (
-            id INTEGER PRIMARY KEY,
+        )"""
+_TOOL_CALLS_TABLE = """CREATE TABLE {table} (
+            id {key},
             session_id TEXT NOT NULL,
             run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
             call_id TEXT,
@@ -112,10 +102,52 @@ MIGRATIONS: list[list[str]] = [
             output_item_id INTEGER,
             created_at TEXT NOT NULL,
             completed_at TEXT,
-            duration_ms REAL
+            duration_ms REAL{more}
+        )"""
+_TOOL_CALLS_INDEXES = [
+    "CREATE INDEX tool_calls_run ON tool_calls (run_id)",
+    "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, call_id)",
+]
+_FTS_UPDATE_TRIGGER = """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON items
+        WHEN old.id <= (SELECT indexed_through FROM items_fts_state)
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text)
+            SELECT 'delete', old.id, old.text WHERE old.text IS NOT NULL;
+            INSERT INTO items_fts (rowid, text)
+            SELECT new.id, new.text WHERE new.text IS NOT NULL;
+        END"""
+
+
+def _rebuild(table: str, create: str, indexes: list[str]) -> list[str]:
+    """SQLite's table rebuild: a copy made by ``create`` (ids and all) replaces ``table``."""
+    return [
+        create,
+        f"INSERT INTO {table}_new SELECT * FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE {table}_new RENAME TO {table}",
+        *indexes,
+    ]
+
+
+# The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            user_id TEXT,
+            title TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            head_run_id INTEGER,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
         )""",
-        "CREATE INDEX tool_calls_run ON tool_calls (run_id)",
-        "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, call_id)",
+        _RUNS_TABLE.format(table="runs", key=_KEY, more=""),
+        *_RUNS_INDEXES,
+        _ITEMS_TABLE.format(table="items", key=_KEY),
+        # call_item_id / output_item_id name items rows; no foreign key, because every
+        # deleted item would then search tool_calls for them.
+        _TOOL_CALLS_TABLE.format(table="tool_calls", key=_KEY, more=""),
+        *_TOOL_CALLS_INDEXES,
     ],
     # 2: query and analytics. The session catalogue's keyset indexes (the session_id column
     # makes each key unique), tool timing, model responses, full-text search, and the views.
@@ -221,14 +253,7 @@ MIGRATIONS: list[list[str]] = [
             UPDATE items_fts_state SET indexed_through = (SELECT coalesce(max(id), 0) FROM items)
             WHERE indexed_through > (SELECT coalesce(max(id), 0) FROM items);
         END""",
-        """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON items
-        WHEN old.id <= (SELECT indexed_through FROM items_fts_state)
-        BEGIN
-            INSERT INTO items_fts (items_fts, rowid, text)
-            SELECT 'delete', old.id, old.text WHERE old.text IS NOT NULL;
-            INSERT INTO items_fts (rowid, text)
-            SELECT new.id, new.text WHERE new.text IS NOT NULL;
-        END""",
+        _FTS_UPDATE_TRIGGER,
     ],
     # 4: the per-user catalogue indexes leave out sessions without a user, so that a write
     # to such a session (the SDK's default) maintains one index on updated_at, not two.
@@ -250,6 +275,47 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE runs ADD COLUMN kind TEXT",
         "ALTER TABLE runs ADD COLUMN prior_run_id INTEGER",
         "ALTER TABLE runs ADD COLUMN compacted_by INTEGER",
+    ],
+    # 6: ids are never handed out twice. Without AUTOINCREMENT SQLite gives the highest freed
+    # id to the next row: a popped run's id came back as the next run's, so a stale
+    # expected_head, a permalink or a delete aimed at the old run hit the new one.
+    # AUTOINCREMENT (one sqlite_sequence update per INSERT statement) can only be set by
+    # CREATE TABLE, so each table is rebuilt with its ids: the driver migrates with foreign
+    # keys off (dropping the old runs cascades nowhere) and legacy_alter_table leaves the
+    # views, which name the final tables, alone. Indexes and the search triggers are made
+    # anew; items_fts follows items by name and id. Ids freed before this step can still come
+    # back once. The delete trigger no longer lowers the index watermark: no id at or below
+    # it is handed out again.
+    [
+        "PRAGMA legacy_alter_table = ON",
+        *_rebuild(
+            "runs",
+            _RUNS_TABLE.format(
+                table="runs_new",
+                key=_KEY + " AUTOINCREMENT",
+                more=",\n            kind TEXT,\n            prior_run_id INTEGER,"
+                "\n            compacted_by INTEGER",
+            ),
+            _RUNS_INDEXES,
+        ),
+        *_rebuild("items", _ITEMS_TABLE.format(table="items_new", key=_KEY + " AUTOINCREMENT"), []),
+        """CREATE TRIGGER items_fts_delete AFTER DELETE ON items
+        WHEN old.text IS NOT NULL AND old.id <= (SELECT indexed_through FROM items_fts_state)
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""",
+        _FTS_UPDATE_TRIGGER,
+        *_rebuild(
+            "tool_calls",
+            _TOOL_CALLS_TABLE.format(
+                table="tool_calls_new",
+                key=_KEY + " AUTOINCREMENT",
+                more=",\n            started_at TEXT",
+            ),
+            _TOOL_CALLS_INDEXES,
+        ),
+        "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
+        "PRAGMA legacy_alter_table = OFF",
     ],
 ]
 
@@ -914,12 +980,17 @@ class SQLiteBackend:
                 _set_wal(conn, busy_timeout)
                 conn.execute(f"PRAGMA wal_autocheckpoint = {_Checkpointer.FALLBACK_PAGES}")
             conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-            conn.execute("PRAGMA foreign_keys = ON")
             _set_caches(conn)
         except sqlite3.Error as exc:
             raise _driver_error(exc, self.path) from exc
+        # Foreign keys are off while migrating, as SQLite's table rebuilds require (dropping
+        # the old table must not cascade), and on for everything after.
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):
             pass
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise _driver_error(exc, self.path) from exc
         if self.path != ":memory:":
             self._checkpointer = _Checkpointer(self.path)
 
