@@ -136,6 +136,7 @@ def session_patch(
             raise InvalidOperationError("metadata must be a mapping with str keys")
         try:
             meta = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+            base.check_keys(metadata)
         except (TypeError, ValueError) as exc:
             raise InvalidOperationError(f"metadata must be JSON-serialisable: {exc}") from None
         # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
