@@ -87,7 +87,23 @@ def _check_session_id(session_id: Any) -> str:
         raise ConfigurationError(
             f"session_id must be text without NUL or lone surrogates, got {session_id!r}"
         )
+    if _too_long(session_id):
+        raise ConfigurationError(
+            f"session_id must be at most {MAX_KEY_BYTES} bytes in UTF-8, got "
+            f"{len(session_id.encode())}"
+        )
     return session_id
+
+
+# session_id and user_id are keys of PostgreSQL's B-tree indexes, whose entries must fit in
+# a third of a page (~2.7 kB): two keys of this size fit in one entry with room to spare. The
+# limit holds on every backend, so that a database can move from SQLite to PostgreSQL.
+MAX_KEY_BYTES = 1024
+
+
+def _too_long(key: str) -> bool:
+    # A character is at most 4 bytes: short keys need no encoding to be measured.
+    return len(key) > MAX_KEY_BYTES // 4 and len(key.encode()) > MAX_KEY_BYTES
 
 
 def _encodes(text: str) -> bool:
@@ -142,9 +158,12 @@ def session_patch(
         # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
         if "\\u0000" in meta or not _encodes(meta):
             raise InvalidOperationError("metadata must not hold NUL or lone surrogates")
-    return append.SessionPatch(
-        user_id=_text_field(user_id, "user_id"), title=_text_field(title, "title"), metadata=meta
-    )
+    user = _text_field(user_id, "user_id")
+    if user is not None and _too_long(user):
+        raise InvalidOperationError(
+            f"user_id must be at most {MAX_KEY_BYTES} bytes in UTF-8, got {len(user.encode())}"
+        )
+    return append.SessionPatch(user_id=user, title=_text_field(title, "title"), metadata=meta)
 
 
 class Store:

@@ -239,7 +239,21 @@ MIGRATIONS: list[list[str]] = [
         """ALTER TABLE runs ADD COLUMN kind TEXT, ADD COLUMN prior_run_id BIGINT,
             ADD COLUMN compacted_by BIGINT""",
     ],
+    # 5: a B-tree entry must fit in a third of a page (~2.7 kB), and a tool name or call_id
+    # comes from an item, of any length: such a value failed the whole batch. They are
+    # indexed by a prefix (_CALL_ID_IS, _TOOL_NAME_IS), which the lookups name along with
+    # the full value. session_id and user_id are limited instead (store.MAX_KEY_BYTES).
+    [
+        "DROP INDEX tool_calls_session_call",
+        "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, left(call_id, 256))",
+        "DROP INDEX tool_calls_tool",
+        "CREATE INDEX tool_calls_tool ON tool_calls (left(tool_name, 256), id)",
+    ],
 ]
+
+# Lookups by call_id and tool name, through the prefix indexes of migration 5.
+_CALL_ID_IS = "left(call_id, 256) = left(%(call_id)s, 256) AND call_id = %(call_id)s"
+_TOOL_NAME_IS = "left(tool_name, 256) = left(%(tool_name)s, 256) AND tool_name = %(tool_name)s"
 
 # The active path, walked from the head up through parent_id (see sqlite.py for why): each
 # step is one primary-key lookup, and every step names the session so that it stays on the
@@ -351,7 +365,9 @@ SQL: dict[str, str | None] = {
     "open_tool_calls": """
         SELECT call_id, max(id) FROM tool_calls
         WHERE session_id = %(sid)s AND output_item_id IS NULL
-          AND call_id IN (SELECT jsonb_array_elements_text(%(call_ids)s::jsonb))
+          AND left(call_id, 256) = ANY (ARRAY(
+              SELECT left(c, 256) FROM jsonb_array_elements_text(%(call_ids)s::jsonb) c))
+          AND call_id = ANY (ARRAY(SELECT jsonb_array_elements_text(%(call_ids)s::jsonb)))
         GROUP BY call_id""",
     "complete_tool_call": """
         UPDATE tool_calls SET output = %(output)s, status = %(status)s, error = %(error)s,
@@ -417,15 +433,15 @@ SQL: dict[str, str | None] = {
         SELECT id, data FROM items
         WHERE session_id = %(sid)s AND run_id = %(run_id)s AND position < %(position)s
         ORDER BY position""",
-    "drop_call_of_item": """
+    "drop_call_of_item": f"""
         DELETE FROM tool_calls
-        WHERE session_id = %(sid)s AND call_id = %(call_id)s
+        WHERE session_id = %(sid)s AND {_CALL_ID_IS}
           AND (call_item_id = %(item)s
                OR (call_item_id IS NULL AND output_item_id = %(item)s))""",
-    "reopen_call_of_output": """
+    "reopen_call_of_output": f"""
         UPDATE tool_calls SET output = NULL, output_item_id = NULL, error = NULL,
             status = 'pending', completed_at = NULL, duration_ms = NULL, started_at = NULL
-        WHERE session_id = %(sid)s AND call_id = %(call_id)s AND output_item_id = %(item)s""",
+        WHERE session_id = %(sid)s AND {_CALL_ID_IS} AND output_item_id = %(item)s""",
     "delete_item": "DELETE FROM items WHERE session_id = %(sid)s AND id = %(id)s",
     "delete_run": "DELETE FROM runs WHERE session_id = %(sid)s AND id = %(id)s",
     "shrink_run": """
@@ -549,7 +565,7 @@ _CALL_DRIVERS = {
     "run": """session_id = (SELECT session_id FROM runs WHERE id = %(run_id)s)
         AND run_id = %(run_id)s""",
     "session": "session_id = %(sid)s",
-    "tool": "tool_name = %(tool_name)s",
+    "tool": _TOOL_NAME_IS,
     "all": "TRUE",
 }
 _CALL_FILTERS = """
@@ -644,11 +660,11 @@ QUERY_SQL: dict[str, str | None] = {
     "set_run_agent": """
         UPDATE runs SET agent_name = %(agent_name)s, model = %(model)s
         WHERE session_id = %(sid)s AND id = %(id)s""",
-    "set_tool_timing": """
+    "set_tool_timing": f"""
         UPDATE tool_calls SET started_at = %(started_at)s, completed_at = %(completed_at)s,
             duration_ms = %(duration_ms)s
         WHERE session_id = %(sid)s AND id = (
-            SELECT max(id) FROM tool_calls WHERE session_id = %(sid)s AND call_id = %(call_id)s)""",
+            SELECT max(id) FROM tool_calls WHERE session_id = %(sid)s AND {_CALL_ID_IS})""",
     **{
         f"model_responses_by_{driver}": f"""
         SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {_TOKENS},
