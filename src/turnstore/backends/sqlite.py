@@ -279,13 +279,13 @@ MIGRATIONS: list[list[str]] = [
     # 6: ids are never handed out twice. Without AUTOINCREMENT SQLite gives the highest freed
     # id to the next row: a popped run's id came back as the next run's, so a stale
     # expected_head, a permalink or a delete aimed at the old run hit the new one.
-    # AUTOINCREMENT (one sqlite_sequence update per INSERT statement) can only be set by
-    # CREATE TABLE, so each table is rebuilt with its ids: the driver migrates with foreign
-    # keys off (dropping the old runs cascades nowhere) and legacy_alter_table leaves the
-    # views, which name the final tables, alone. Indexes and the search triggers are made
-    # anew; items_fts follows items by name and id. Ids freed before this step can still come
-    # back once. The delete trigger no longer lowers the index watermark: no id at or below
-    # it is handed out again.
+    # AUTOINCREMENT (sqlite_sequence: one small page more per writing transaction, ~10 us;
+    # docs/reliability.md) can only be set by CREATE TABLE, so each table is rebuilt with
+    # its ids: the driver migrates with foreign keys off (dropping the old runs cascades
+    # nowhere) and legacy_alter_table leaves the views, which name the final tables, alone.
+    # Indexes and the search triggers are made anew; items_fts follows items by name and id.
+    # Ids freed before this step can still come back once. The delete trigger no longer
+    # lowers the index watermark: no id at or below it is handed out again.
     [
         "PRAGMA legacy_alter_table = ON",
         *_rebuild(
