@@ -1082,15 +1082,15 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            if write or "database is locked" not in str(exc):
+            if write or self.read_only or "database is locked" not in str(exc):
                 raise _driver_error(exc, self.path) from exc
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        # A read that writes (a search feeding the index backlog) met another connection's
-        # write: a read transaction cannot wait for the write lock, so it runs again as a
-        # write, which waits for the lock as writes do.
+        # A read that writes (a search feeding the index backlog; never on a read-only store)
+        # met another connection's write: a read transaction cannot wait for the write lock,
+        # so it runs again as a write, which waits for the lock as writes do.
         return self._transaction(op, write=True)
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
