@@ -140,14 +140,22 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
     await session.pop_item()  # the edit's run: its id is free again on the old schema
     assert await old.search("alpha")  # indexes the backlog
     await converse(session, "delta")  # a backlog the search index has not seen yet
+    # A compaction: a run with kind, prior_run_id, and runs marked compacted_by it.
+    assert await old.compact("s", [user("delta"), assistant("summary", item_id="m-sum")])
+    await converse(session, "after compaction")
     rows_before = await snapshot(old)
-    calls_before = await sql(old, "SELECT * FROM tool_calls ORDER BY id")
+    every_column = {
+        table: await sql(old, f"SELECT * FROM {table} ORDER BY id") for table in ID_TABLES
+    }
+    model_view = await session.get_items()
     await old.aclose()
 
     store = Store.open(target)
     try:
         assert await snapshot(store) == rows_before
-        assert await sql(store, "SELECT * FROM tool_calls ORDER BY id") == calls_before
+        for table, rows in every_column.items():
+            assert await sql(store, f"SELECT * FROM {table} ORDER BY id") == rows, table
+        assert await StructuredSession("s", store).get_items() == model_view
         fresh = Store.open(":memory:")
         try:
             schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
@@ -155,12 +163,13 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         finally:
             await fresh.aclose()
         # The search index still follows items by id, the backlog included.
-        for word, run_id in (("alpha", r1), ("charlie", r3), ("delta", None)):
-            (hit,) = [r for r in await store.search(word) if r.role == "user"]
-            assert run_id is None or hit.run_id == run_id
+        for word, expected in (("alpha", [r1]), ("charlie", [r3])):
+            assert [r.run_id for r in await store.search(word) if r.role == "user"] == expected
+        delta = [r for r in await store.search("delta") if r.role == "user"]
+        assert len(delta) == 2  # the run and the compaction run's copy, both in the backlog
         # Views and foreign keys work on the rebuilt tables.
-        assert await sql(store, "SELECT count(*) FROM run_overview") == [(4,)]
-        assert await sql(store, "SELECT count(*) FROM tool_call_overview") == [(4,)]
+        assert await sql(store, "SELECT count(*) FROM run_overview") == [(6,)]
+        assert await sql(store, "SELECT count(*) FROM tool_call_overview") == [(5,)]
         assert await sql(store, "PRAGMA foreign_keys") == [(1,)]
         assert await sql(store, "PRAGMA foreign_key_check") == []
         await store.delete_branch("s", r3)  # cascades to items and tool calls
@@ -171,7 +180,7 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         await converse(session := StructuredSession("s", store), "echo")
         new = await sql(store, "SELECT max(id) FROM items")
         assert new[0][0] > max(issued["items"])
-        assert await path(session) == ["alpha", "delta", "echo"]
+        assert await path(session) == ["alpha", "delta", None, "after compaction", "echo"]
     finally:
         await store.aclose()
 
