@@ -133,6 +133,31 @@ def test_export_onto_an_existing_write_ahead_log_is_refused(small_db: Path) -> N
         conn.close()
 
 
+def test_export_onto_the_log_of_a_symlinked_database_is_refused(
+    small_db: Path, tmp_path: Path
+) -> None:
+    # SQLite keeps the -wal and -shm beside the file a symlink names, not beside the link.
+    elsewhere = tmp_path / "links"
+    elsewhere.mkdir()
+    link = elsewhere / "link.db"
+    link.symlink_to(small_db)
+    conn = sqlite3.connect(link)  # a writer whose commits are still only in the -wal
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("UPDATE sessions SET title = 'only in the log'")
+    conn.commit()
+    try:
+        wal = Path(f"{small_db}-wal")
+        before = digest(wal)
+        for suffix in ("-wal", "-shm"):
+            line = one_error_line(
+                cli("export", "-o", f"{small_db}{suffix}", "--db", str(link), code=1)
+            )
+            assert f"the database's {suffix[1:]} file" in line
+        assert digest(wal) == before
+    finally:
+        conn.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Hostile import files
 

@@ -1022,8 +1022,10 @@ def _refuse_database_output(target: str, output: Path) -> None:
     if database is None:
         return
     resolved = os.path.realpath(output)
+    # SQLite keeps its -wal, -shm and -journal beside the file a symlinked path names.
+    real = os.path.realpath(database)
     for suffix in ("", "-wal", "-shm", "-journal"):
-        own = Path(f"{database}{suffix}")
+        own = Path(f"{real}{suffix}")
         same = resolved == os.path.realpath(own) or (
             own.exists() and output.exists() and os.path.samefile(output, own)
         )
