@@ -304,10 +304,13 @@ def test_unreadable_write_ahead_log_is_refused_not_ignored(shared_dir: Path) -> 
     for name in os.listdir(copy):
         (copy / name).chmod(0o444)
     copy.chmod(0o555)
-    result = _run_as_nobody(copy / "c.db")
+    link = shared_dir / "link.db"  # SQLite keeps the -wal beside the file a link names
+    link.symlink_to(copy / "c.db")
+    for opened in (copy / "c.db", link):
+        result = _run_as_nobody(opened)
+        assert result.returncode == 1, result.stdout
+        assert "ConnectionFailedError: cannot open" in result.stderr
     copy.chmod(0o755)
-    assert result.returncode == 1
-    assert "ConnectionFailedError: cannot open" in result.stderr
 
 
 # The CLI's read commands, as an unprivileged user on a read-only directory. Each runs once on

@@ -851,8 +851,9 @@ def connect_read_only(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connecti
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError as exc:
         conn.close()
-        wal = Path(f"{path}-wal")
-        if os.access(path.resolve().parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
+        real = path.resolve()  # SQLite keeps the -wal beside the file a symlink names
+        wal = Path(f"{real}-wal")
+        if os.access(real.parent, os.W_OK) or (wal.exists() and wal.stat().st_size):
             raise ConnectionFailedError(f"cannot open {path} read-only: {exc}") from exc
         log.info("%s: read-only directory, opening the database immutable", path)
         conn = _connect_uri(path, "immutable=1", busy_timeout)
