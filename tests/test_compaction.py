@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from turnstore import HistoryTail, InvalidOperationError, Store, StructuredSession
+from turnstore import HistoryTail, InvalidOperationError, NotFoundError, Store, StructuredSession
 from turnstore.session import _sdk_snapshot_type
 from turnstore.web import create_app
 
@@ -515,3 +515,111 @@ def test_the_viewer_folds_the_replaced_turns_behind_the_boundary(tmp_path: Any) 
     after = turns[turns.rindex(">Compaction</a>") :]
     assert f"question {TURNS - 1}" in after
     assert "question 0" not in after
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: compaction mixed with the tree. A run that is not the head never changes, so the
+# model sees at a run what it saw when that run was last the head (after the write); from any
+# place in the tree, pops and compactions go on as SQLiteSession's would from the same history.
+
+tree_operations = st.lists(
+    st.one_of(
+        operations.filter(bool).map(lambda ops: ops[0]),
+        st.tuples(
+            st.sampled_from(["checkout", "rewind", "regenerate", "delete"]), st.integers(0, 9)
+        ),
+    ),
+    max_size=16,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=tree_operations)
+def test_the_model_sees_the_same_through_tree_moves_and_compactions(
+    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store], ops: list[Any]
+) -> None:
+    loop, store = shared_loop_store
+
+    async def check() -> None:
+        ours = StructuredSession(new_id(), store)
+        reference = SQLiteSession("reference")
+        seen: dict[int, list[Any]] = {}  # run id -> what the model saw when it was the head
+        written = 0
+
+        async def head() -> int | None:
+            info = await ours.info()
+            return info.head_run_id if info is not None else None
+
+        async def forget_deleted() -> None:
+            for run_id in list(seen):
+                try:
+                    await ours.siblings(run_id)
+                except NotFoundError:
+                    del seen[run_id]
+
+        for op in ops:
+            results: list[Any] = []
+            seen.pop(await head(), None)  # the head run may change (an add joins it)
+            if op[0] in ("checkout", "rewind", "regenerate", "delete"):
+                if not seen:
+                    continue
+                run_id = sorted(seen)[op[1] % len(seen)]
+                run = next(r for r in await ours.siblings(run_id) if r.id == run_id)
+                if op[0] == "checkout":
+                    await ours.checkout(run_id)
+                    assert await ours.get_items() == seen[run_id], op
+                elif op[0] == "rewind":
+                    await ours.rewind(run_id)
+                    if run.parent_id in seen:
+                        assert await ours.get_items() == seen[run.parent_id], op
+                elif op[0] == "regenerate":
+                    if run.kind is not None or run.user_message is None:
+                        continue
+                    new = await ours.regenerate(run_id)
+                    first = (await store.run_items(run_id))[0]
+                    before = seen.get(run.parent_id) if run.parent_id is not None else []
+                    if before is not None:
+                        assert await ours.get_items() == [*before, first], op
+                    assert (await head()) == new.id
+                else:
+                    await ours.delete_branch(run_id)
+                    await forget_deleted()
+                    now = await head()
+                    if now in seen:
+                        assert await ours.get_items() == seen[now], op
+                # The reference carries on from the history the model now sees.
+                await reference.clear_session()
+                await reference.add_items(await ours.get_items())
+            else:
+                for session in (ours, reference):
+                    if op[0] == "add":
+                        items = [_item(kind, written + i) for i, kind in enumerate(op[1])]
+                        results.append(await session.add_items(items))
+                    elif op[0] == "pop":
+                        results.append(await session.pop_item())
+                    elif op[0] == "suffix":
+                        snapshot = await session._get_compaction_snapshot(op[1])
+                        assert snapshot is not None
+                        results.append((snapshot.items, snapshot.complete))
+                        summary = {"type": "compaction", "encrypted_content": f"s{written}"}
+                        results.append(await snapshot.replace_suffix(op[2], [summary]))
+                    else:
+                        replacement = [{"type": "compaction", "encrypted_content": f"r{written}"}]
+                        await (
+                            ours._atomic_replace_items(replacement * op[1])
+                            if session is ours
+                            else _sqlite_replace(reference, replacement * op[1])
+                        )
+                    results.append(await session.get_items())
+                half = len(results) // 2
+                assert results[:half] == results[half:], op
+                await forget_deleted()
+            now = await head()
+            if now is not None:
+                seen[now] = await ours.get_items()
+            written += 10
+        reference.close()
+
+    loop.run_until_complete(check())
