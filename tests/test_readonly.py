@@ -435,6 +435,20 @@ def test_foreign_database_is_refused_byte_identical(
 
 
 @pytest.mark.parametrize("read_only", [False, True], ids=["open", "read-only"])
+def test_a_database_of_views_only_is_foreign(tmp_path: Path, read_only: bool) -> None:
+    # No table, but another application's schema all the same: not an empty file to adopt.
+    path = tmp_path / "report.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE VIEW totals AS SELECT 12.5 AS total")
+    conn.close()
+    before = _files(path)
+    with pytest.raises(SchemaError, match=r"another application \(tables totals\)"):
+        Store.open(path, read_only=read_only)
+    assert _files(path) == before
+    assert os.listdir(tmp_path) == ["report.db"]
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["open", "read-only"])
 def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path: Path, read_only: bool) -> None:
     path = tmp_path / "notes.db"
     path.write_text("these are my notes\n" * 200)

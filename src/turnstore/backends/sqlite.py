@@ -806,8 +806,11 @@ def sqlite_file_kind(tables: Iterable[str]) -> FileKind:
 
 
 def _tables(conn: sqlite3.Connection, path: str) -> list[str]:
+    # Views too: a file of views alone is another application's schema, not an empty file.
     try:
-        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+        ).fetchall()
     except sqlite3.DatabaseError as exc:
         if "not a database" in str(exc):
             raise SchemaError(f"{path} is not a SQLite database") from exc
