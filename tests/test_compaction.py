@@ -451,33 +451,38 @@ def test_the_model_sees_what_sqlite_session_holds(
         reference = SQLiteSession("reference")
         written = 0
         for op in ops:
-            results = []
-            for session in (ours, reference):
-                if op[0] == "add":
-                    items = [_item(kind, written + i) for i, kind in enumerate(op[1])]
-                    results.append(await session.add_items(items))
-                elif op[0] == "pop":
-                    results.append(await session.pop_item())
-                elif op[0] == "suffix":
-                    snapshot = await session._get_compaction_snapshot(op[1])
-                    assert snapshot is not None
-                    results.append((snapshot.items, snapshot.complete))
-                    summary = {"type": "compaction", "encrypted_content": f"s{written}"}
-                    results.append(await snapshot.replace_suffix(op[2], [summary]))
-                else:
-                    replacement = [{"type": "compaction", "encrypted_content": f"r{written}"}]
-                    await (
-                        ours._atomic_replace_items(replacement * op[1])
-                        if session is ours
-                        else _sqlite_replace(reference, replacement * op[1])
-                    )
-                results.append(await session.get_items())
-            half = len(results) // 2
-            assert results[:half] == results[half:], op
+            await _step_both(op, ours, reference, written)
             written += 10
         reference.close()
 
     loop.run_until_complete(check())
+
+
+async def _step_both(op: Any, ours: StructuredSession, reference: SQLiteSession, n: int) -> None:
+    """Apply one add, pop, suffix or whole replacement to both sessions; they answer alike."""
+    results: list[Any] = []
+    for session in (ours, reference):
+        if op[0] == "add":
+            items = [_item(kind, n + i) for i, kind in enumerate(op[1])]
+            results.append(await session.add_items(items))
+        elif op[0] == "pop":
+            results.append(await session.pop_item())
+        elif op[0] == "suffix":
+            snapshot = await session._get_compaction_snapshot(op[1])
+            assert snapshot is not None
+            results.append((snapshot.items, snapshot.complete))
+            summary = {"type": "compaction", "encrypted_content": f"s{n}"}
+            results.append(await snapshot.replace_suffix(op[2], [summary]))
+        else:
+            replacement = [{"type": "compaction", "encrypted_content": f"r{n}"}]
+            await (
+                ours._atomic_replace_items(replacement * op[1])
+                if session is ours
+                else _sqlite_replace(reference, replacement * op[1])
+            )
+        results.append(await session.get_items())
+    half = len(results) // 2
+    assert results[:half] == results[half:], op
 
 
 async def _sqlite_replace(session: SQLiteSession, items: list[Any]) -> None:
@@ -560,7 +565,6 @@ def test_the_model_sees_the_same_through_tree_moves_and_compactions(
                     del seen[run_id]
 
         for op in ops:
-            results: list[Any] = []
             seen.pop(await head(), None)  # the head run may change (an add joins it)
             if op[0] in ("checkout", "rewind", "regenerate", "delete"):
                 if not seen:
@@ -593,28 +597,7 @@ def test_the_model_sees_the_same_through_tree_moves_and_compactions(
                 await reference.clear_session()
                 await reference.add_items(await ours.get_items())
             else:
-                for session in (ours, reference):
-                    if op[0] == "add":
-                        items = [_item(kind, written + i) for i, kind in enumerate(op[1])]
-                        results.append(await session.add_items(items))
-                    elif op[0] == "pop":
-                        results.append(await session.pop_item())
-                    elif op[0] == "suffix":
-                        snapshot = await session._get_compaction_snapshot(op[1])
-                        assert snapshot is not None
-                        results.append((snapshot.items, snapshot.complete))
-                        summary = {"type": "compaction", "encrypted_content": f"s{written}"}
-                        results.append(await snapshot.replace_suffix(op[2], [summary]))
-                    else:
-                        replacement = [{"type": "compaction", "encrypted_content": f"r{written}"}]
-                        await (
-                            ours._atomic_replace_items(replacement * op[1])
-                            if session is ours
-                            else _sqlite_replace(reference, replacement * op[1])
-                        )
-                    results.append(await session.get_items())
-                half = len(results) // 2
-                assert results[:half] == results[half:], op
+                await _step_both(op, ours, reference, written)
                 await forget_deleted()
             now = await head()
             if now is not None:
