@@ -29,9 +29,11 @@ from turnstore import (
     StorageError,
     Store,
     StructuredSession,
+    new_operation_id,
 )
 from turnstore.backends import append, base
 from turnstore.backends.base import Query
+from turnstore.backends.once import once
 from turnstore.backends.postgres import PostgresBackend, _connect_error
 
 pytestmark = pytest.mark.postgres
@@ -327,24 +329,6 @@ async def test_writers_of_one_session_serialise_and_others_do_not_wait(schema: s
         await store.aclose()
 
 
-async def test_a_cancelled_write_leaves_nothing_and_the_store_goes_on(schema: str) -> None:
-    store = _labelled_store(schema)
-    try:
-        await store.add_items("s", [user("first")])
-        holder = await _hold_session_lock(schema, "s")
-        blocked = asyncio.ensure_future(store.add_items("s", [user("cancelled")]))
-        await _until_a_writer_waits(schema)
-        blocked.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await blocked
-        await holder.rollback()
-        await holder.close()
-        await asyncio.wait_for(store.add_items("s", [user("after")]), 30)
-        assert await store.get_items("s") == [user("first"), user("after")]
-    finally:
-        await store.aclose()
-
-
 # ---------------------------------------------------------------------------------------------
 # Retries: the whole operation again, nothing written twice
 
@@ -372,20 +356,8 @@ async def test_dropped_connection_is_retried_without_duplicates(schema: str) -> 
         await store.aclose()
 
 
-async def test_connection_lost_during_commit_is_resolved_by_transaction_status(
-    schema: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_connection_lost_during_commit_is_settled_by_the_write_key(schema: str) -> None:
     store = Store.open(POSTGRES_URL, schema=schema)
-    backend = store.backend
-    assert isinstance(backend, PostgresBackend)
-    outcomes: list[bool] = []
-    committed = backend._committed
-
-    async def spy(xid: int) -> bool:
-        outcomes.append(await committed(xid))
-        return outcomes[-1]
-
-    monkeypatch.setattr(backend, "_committed", spy)
     # A deferred trigger fires inside COMMIT and kills the server process once: the client
     # loses its connection with COMMIT in flight, the one case where the outcome is unknown.
     with _admin() as conn:
@@ -404,10 +376,13 @@ async def test_connection_lost_during_commit_is_resolved_by_transaction_status(
             " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kill_at_commit()"
         )
     attempts: list[int] = []
+    key = new_operation_id()
 
     def op() -> base.Op[None]:
         attempts.append(1)
-        yield from _append(store, "s", [user("once")])
+        yield from once(
+            "s", key, append.append("s", base.prepare_items([user("once")]), store.backend.now())
+        )
 
     try:
         await store.backend.run(op, write=True)
@@ -415,8 +390,7 @@ async def test_connection_lost_during_commit_is_resolved_by_transaction_status(
         with _admin() as conn:
             (fired,) = conn.execute(f'SELECT last_value FROM "{schema}".kills').fetchone() or (0,)
         assert fired >= 1
-        assert len(outcomes) == 1  # the commit really was cut off, and its fate looked up
-        assert len(attempts) == (1 if outcomes[0] else 2)  # re-run only if it was lost
+        assert len(attempts) == 2  # the commit really was cut off, and settled by a re-run
     finally:
         await store.aclose()
 

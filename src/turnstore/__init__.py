@@ -4,6 +4,7 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
+from .backends.once import new_operation_id
 from .errors import (
     ClosedError,
     ConfigurationError,
@@ -12,6 +13,7 @@ from .errors import (
     InvalidItemError,
     InvalidOperationError,
     NotFoundError,
+    OutcomeUnknownError,
     ReadOnlyError,
     RunNotFoundError,
     SchemaError,
@@ -51,6 +53,7 @@ __all__ = [
     "ModelResponse",
     "NewRun",
     "NotFoundError",
+    "OutcomeUnknownError",
     "PathView",
     "ReadOnlyError",
     "Run",
@@ -69,4 +72,5 @@ __all__ = [
     "Usage",
     "UsageRow",
     "migrate",
+    "new_operation_id",
 ]

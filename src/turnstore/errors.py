@@ -6,6 +6,8 @@ so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
     TurnstoreError
     ├── ConfigurationError     bad URL, unknown scheme, missing optional dependency
     ├── ConnectionFailedError  the database cannot be opened or reached
+    │   └── OutcomeUnknownError  a write's commit was cut off and cannot be checked: retry it
+    │                            with its ``operation_id``, which applies it at most once
     ├── SchemaError            the database holds a newer or foreign schema
     ├── InvalidItemError       an item that is not a JSON-serialisable mapping (also TypeError)
     ├── NotFoundError          unknown session or run (also LookupError)
@@ -29,6 +31,7 @@ __all__ = [
     "InvalidItemError",
     "InvalidOperationError",
     "NotFoundError",
+    "OutcomeUnknownError",
     "ReadOnlyError",
     "RunNotFoundError",
     "SchemaError",
@@ -48,6 +51,20 @@ class ConfigurationError(TurnstoreError):
 
 class ConnectionFailedError(TurnstoreError):
     """The database could not be opened or reached."""
+
+
+class OutcomeUnknownError(ConnectionFailedError):
+    """The connection was lost while a write committed, and the database cannot be reached to
+    learn whether it did: the write may or may not be stored.
+
+    Calling the same method again with ``operation_id=error.operation_id`` is safe: if the
+    first try committed, the retry changes nothing and returns its result; if not, it applies
+    the write once. The key is remembered for a day (see docs/reliability.md).
+    """
+
+    def __init__(self, message: str, operation_id: str | None = None) -> None:
+        super().__init__(message)
+        self.operation_id = operation_id
 
 
 class SchemaError(TurnstoreError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import weakref
@@ -253,6 +254,9 @@ class StructuredSession:
                 telemetry=telemetry,
                 owner=call.run_id if call is not None else None,
             )
+        except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
+            self._written(info)
+            raise
         except BaseException:
             if telemetry is not None and self._recorder is not None:
                 self._recorder.restore(telemetry)
@@ -262,6 +266,9 @@ class StructuredSession:
                 call.counted = usage
             if run_id is not None:
                 call.run_id = run_id
+        self._written(info)
+
+    def _written(self, info: SessionPatch | None) -> None:
         if info is self._pending_info:
             self._pending_info = None
 
@@ -271,7 +278,11 @@ class StructuredSession:
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete this conversation: every branch, run, item and tool call."""
-        await self.store.clear_session(self.session_id)
+        try:
+            await self.store.clear_session(self.session_id)
+        except asyncio.CancelledError:  # raised only once the clear is stored (finish_write)
+            self._pending_info = self._info
+            raise
         self._pending_info = self._info  # a conversation started afresh is catalogued again
 
     # -- compaction: the SDK's private hooks (README, "Compaction") ---------------------------

@@ -5,16 +5,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .backends import append, base, compaction, history, queries, reads
-from .backends.base import Backend
+from .backends.base import Backend, Op
 from .backends.history import ANY_HEAD, ExpectedHead
+from .backends.once import check_operation_id, new_operation_id, once
 from .backends.queries import SearchOrder, SessionOrder, UsageGroup
-from .errors import ConfigurationError, InvalidOperationError
+from .errors import (
+    ConfigurationError,
+    InvalidOperationError,
+    OutcomeUnknownError,
+    SessionNotFoundError,
+)
 
 if TYPE_CHECKING:
     from .export import ExportFormat
@@ -35,6 +41,8 @@ from .model import (
 )
 
 __all__ = ["Store", "migrate"]
+
+T = TypeVar("T")
 
 
 def sqlite_path(target: str) -> str:
@@ -142,6 +150,13 @@ def _text_field(value: Any, name: str) -> str | None:
     return value
 
 
+def _session_entry(session_id: str) -> Op[SessionInfo]:
+    info = yield from reads.session_info(session_id)
+    if info is None:
+        raise SessionNotFoundError(f"session {session_id!r} was deleted since")
+    return info
+
+
 def session_patch(
     *, user_id: Any = None, title: Any = None, metadata: Any = None
 ) -> append.SessionPatch:
@@ -209,6 +224,7 @@ class Store:
         info: append.SessionPatch | None = None,
         telemetry: append.Telemetry | None = None,
         owner: int | None = None,
+        operation_id: str | None = None,
     ) -> int | None:
         """Append a batch to ``session_id``'s active path in one transaction.
 
@@ -218,18 +234,46 @@ class Store:
         see ``append.append``), else the head. ``info`` (catalogue fields) and ``telemetry``
         (what ``session.hooks`` recorded) are written in the same transaction;
         ``StructuredSession`` passes them.
+
+        Every write method takes ``operation_id``, the write's key (made afresh when None):
+        a write is applied at most once per key, and a repeat returns the first one's result.
+        Pass the key of an ``OutcomeUnknownError`` to retry its write safely.
         """
         sid = _check_session_id(session_id)
         batch = base.prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
             return None
         now = self.backend.now()
-        return await self.backend.run(
+        return await self._write(
+            sid,
             lambda: append.append(
                 sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner
             ),
-            write=True,
+            operation_id,
         )
+
+    async def _write(
+        self,
+        sid: str,
+        op: Callable[[], Op[T]],
+        operation_id: str | None,
+        keep: Callable[[T], Any] | None = None,
+        replay: Callable[[Any], Op[T]] | None = None,
+        *,
+        ends_session: bool = False,
+    ) -> T:
+        """Run the write ``op()`` exactly once under its key (see ``backends.once.once``)."""
+        key = new_operation_id() if operation_id is None else check_operation_id(operation_id)
+        try:
+            return await self.backend.run(
+                lambda: once(sid, key, op(), keep, replay, ends_session=ends_session), write=True
+            )
+        except OutcomeUnknownError as exc:
+            raise OutcomeUnknownError(
+                f"{exc}. Retrying with operation_id={key!r} is safe: the write is applied at "
+                "most once",
+                key,
+            ) from exc
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
         """The newest ``limit`` items the model sees (all when None), oldest first.
@@ -245,16 +289,16 @@ class Store:
                 return []
         return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
 
-    async def pop_item(self, session_id: str) -> Any:
+    async def pop_item(self, session_id: str, *, operation_id: str | None = None) -> Any:
         """Remove and return the newest item of the active path, or None."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(lambda: history.pop_item(sid, now), write=True)
+        return await self._write(sid, lambda: history.pop_item(sid, now), operation_id)
 
-    async def clear_session(self, session_id: str) -> None:
+    async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every branch and derived row."""
         sid = _check_session_id(session_id)
-        await self.backend.run(lambda: history.clear_session(sid), write=True)
+        await self._write(sid, lambda: history.clear_session(sid), operation_id, ends_session=True)
 
     async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:
         """The newest ``limit`` items the model sees, for ``compact``; None if one is corrupt."""
@@ -269,6 +313,7 @@ class Store:
         *,
         tail: HistoryTail | None = None,
         start: int = 0,
+        operation_id: str | None = None,
     ) -> bool:
         """Replace what the model sees from ``tail.items[start]`` on by ``items``: a compaction.
 
@@ -290,8 +335,8 @@ class Store:
         elif start != 0:
             raise InvalidOperationError("start needs a tail")
         now = self.backend.now()
-        return await self.backend.run(
-            lambda: compaction.compact(sid, batch, now, replaced), write=True
+        return await self._write(
+            sid, lambda: compaction.compact(sid, batch, now, replaced), operation_id
         )
 
     async def session(self, session_id: str) -> SessionInfo | None:
@@ -311,6 +356,7 @@ class Store:
         new_input: str | Mapping[str, Any] | None,
         *,
         expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (or ``new_input``); it is the head."""
         sid = _check_session_id(session_id)
@@ -319,8 +365,12 @@ class Store:
                 f"new input must be a str or a user message item, got {type(new_input).__name__}"
             )
         now = self.backend.now()
-        return await self.backend.run(
-            lambda: history.fork(sid, run_id, new_input, now, expected_head), write=True
+        return await self._write(
+            sid,
+            lambda: history.fork(sid, run_id, new_input, now, expected_head),
+            operation_id,
+            lambda run: run.id,  # a repeat returns the run as it is then
+            lambda kept: reads.find_run(sid, kept),
         )
 
     async def move_head(
@@ -330,15 +380,17 @@ class Store:
         *,
         to_parent: bool,
         expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
     ) -> int | None:
         """Point the head at ``run_id`` (``to_parent``: at its parent); returns the new head."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(
+        return await self._write(
+            sid,
             lambda: history.move_head(
                 sid, run_id, to_parent=to_parent, now=now, expected_head=expected_head
             ),
-            write=True,
+            operation_id,
         )
 
     async def branches(self, session_id: str) -> list[Branch]:
@@ -357,7 +409,12 @@ class Store:
         return await self.backend.run(lambda: reads.session_tree(sid), write=False)
 
     async def add_runs(
-        self, session_id: str, runs: Sequence[NewRun], *, head: int | None = None
+        self,
+        session_id: str,
+        runs: Sequence[NewRun],
+        *,
+        head: int | None = None,
+        operation_id: str | None = None,
     ) -> list[int]:
         """Add many runs anywhere in the session's tree in one transaction (the bulk path).
 
@@ -370,10 +427,14 @@ class Store:
             )
             for run in runs
         ]
-        return await self._graft(session_id, grafts, head)
+        return await self._graft(session_id, grafts, head, operation_id)
 
     async def _graft(
-        self, session_id: str, runs: Sequence[append.GraftRun], head: int | None = None
+        self,
+        session_id: str,
+        runs: Sequence[append.GraftRun],
+        head: int | None = None,
+        operation_id: str | None = None,
     ) -> list[int]:
         """``add_runs`` of items already prepared (importers prepare them while reading).
 
@@ -392,7 +453,7 @@ class Store:
                 run = dataclasses.replace(run, now=self._bind_time(run.now))
             grafts.append(run)
         now = self.backend.now()
-        return await self.backend.run(lambda: append.graft(sid, grafts, head, now), write=True)
+        return await self._write(sid, lambda: append.graft(sid, grafts, head, now), operation_id)
 
     def _bind_time(self, when: datetime) -> Any:
         """``when`` as this backend binds timestamps (SQLite: sortable UTC text)."""
@@ -404,13 +465,18 @@ class Store:
         return when
 
     async def delete_branch(
-        self, session_id: str, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD
+        self,
+        session_id: str,
+        run_id: int,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
     ) -> int | None:
         """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(
-            lambda: history.delete_branch(sid, run_id, now, expected_head), write=True
+        return await self._write(
+            sid, lambda: history.delete_branch(sid, run_id, now, expected_head), operation_id
         )
 
     # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
@@ -515,6 +581,7 @@ class Store:
         user_id: str | None = None,
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
     ) -> SessionInfo:
         """Set the session's user, title or metadata (None leaves a field unchanged).
 
@@ -522,22 +589,30 @@ class Store:
         that does not exist yet is created, with no runs. Returns the updated entry.
         """
         patch = session_patch(user_id=user_id, title=title, metadata=metadata)
-        return await self.patch_session(session_id, patch)
+        return await self.patch_session(session_id, patch, operation_id=operation_id)
 
-    async def patch_session(self, session_id: str, patch: append.SessionPatch) -> SessionInfo:
+    async def patch_session(
+        self, session_id: str, patch: append.SessionPatch, *, operation_id: str | None = None
+    ) -> SessionInfo:
         """Like ``update_session``, with fields already checked by ``session_patch``."""
         sid = _check_session_id(session_id)
         now = self.backend.now()
-        return await self.backend.run(lambda: append.update_session(sid, patch, now), write=True)
+        return await self._write(
+            sid,
+            lambda: append.update_session(sid, patch, now),
+            operation_id,
+            lambda info: True,  # a repeat returns the entry as it is then
+            lambda kept: _session_entry(sid),
+        )
 
-    async def delete_session(self, session_id: str) -> None:
+    async def delete_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every run, item, tool call and index entry.
 
         Unlike ``clear_session`` (the SDK's, which ignores unknown sessions) this raises
         ``SessionNotFoundError`` when there is no such session.
         """
         sid = _check_session_id(session_id)
-        await self.backend.run(lambda: queries.delete_session(sid), write=True)
+        await self._write(sid, lambda: queries.delete_session(sid), operation_id, ends_session=True)
 
     async def tool_calls(
         self,

@@ -16,9 +16,10 @@ primitives, the item codec, the row mappers and the session lock; it imports non
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -44,6 +45,7 @@ __all__ = [
     "check_keys",
     "decode_items",
     "dumps_item",
+    "finish_write",
     "loads_item",
     "lock_session",
     "prepare_items",
@@ -105,6 +107,30 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Like ``close``, awaitable."""
         ...
+
+
+async def finish_write(write: Awaitable[T]) -> T:
+    """Await ``write`` to its end, even when the caller is cancelled meanwhile.
+
+    Every backend's ``run(..., write=True)`` goes through here. A cancellation (a task's
+    ``cancel()``, a ``wait_for`` timeout) that arrives while a write runs or waits for a lock
+    is held back until the write has committed (it then propagates, so a ``CancelledError``
+    from a write means the write is stored) or failed (its error propagates instead): a write
+    that has started is never dropped nor left running behind the caller's back.
+    """
+    task = asyncio.ensure_future(write)
+    cancelled: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError as exc:
+            if task.done():  # the write itself was cancelled (its loop is shutting down)
+                raise
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,10 +16,12 @@ transaction runs in pipeline mode (statements whose results are not needed trave
 next one) and sets ``search_path`` for itself only, so connections carry no turnstore state.
 
 Retries: a serialisation failure, a deadlock or a dropped connection re-runs the whole
-operation from a fresh generator, a bounded number of times, so nothing is written twice. A
-connection lost while COMMIT was in flight is the one ambiguous case: the transaction id,
-read with BEGIN, is looked up (``txid_status``) to learn whether the commit happened before
-deciding to retry.
+operation from a fresh generator, a bounded number of times. A connection lost while COMMIT
+was in flight is the one ambiguous case: the write is run again, with its key (backends/once.py),
+on a connection of its own rather than one from the pool (which may have no other to give):
+if the first commit happened, the key is found and the re-run only returns its result. When
+no connection can be made, ``OutcomeUnknownError`` says so. A write, once started, finishes
+before a cancellation reaches the caller (base.finish_write).
 
 Scale-out: every table carries ``session_id``, every key starts with it, foreign keys include
 it, and every statement below filters by it, so the tables can be distributed by
@@ -52,12 +54,13 @@ from ..errors import (
     ConflictError,
     ConnectionFailedError,
     InvalidOperationError,
+    OutcomeUnknownError,
     ReadOnlyError,
     SchemaError,
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, Query
+from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, Query, finish_write
 from .queries import ORDERS
 from .schema import migrate_step, pending_migrations
 
@@ -249,6 +252,16 @@ MIGRATIONS: list[list[str]] = [
         "DROP INDEX tool_calls_tool",
         "CREATE INDEX tool_calls_tool ON tool_calls (left(tool_name, 256), id)",
     ],
+    # 6: the keys of committed writes (backends/once.py), so that a write runs exactly once,
+    # even when the connection is lost while COMMIT is in flight.
+    [
+        """CREATE TABLE operations (
+            session_id TEXT NOT NULL,
+            op_id TEXT NOT NULL,
+            result TEXT,
+            PRIMARY KEY (session_id, op_id)
+        )""",
+    ],
 ]
 
 # Lookups by call_id and tool name, through the prefix indexes of migration 5.
@@ -319,6 +332,17 @@ SQL: dict[str, str | None] = {
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s
         WHERE session_id = %(sid)s""",
+    # Write keys (backends/once.py). A claim of a key that a transaction still in flight holds
+    # waits for it, then returns a row only if that transaction rolled back.
+    "forget_operations": """
+        DELETE FROM operations WHERE session_id = %(sid)s AND op_id < %(before)s""",
+    "claim_operation": """
+        INSERT INTO operations (session_id, op_id) VALUES (%(sid)s, %(key)s)
+        ON CONFLICT DO NOTHING RETURNING 1""",
+    "operation_result": """
+        SELECT result FROM operations WHERE session_id = %(sid)s AND op_id = %(key)s""",
+    "keep_operation_result": """
+        UPDATE operations SET result = %(result)s WHERE session_id = %(sid)s AND op_id = %(key)s""",
     "insert_run": """
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
                           item_count, created_at, updated_at)
@@ -825,20 +849,32 @@ def _driver_error(exc: BaseException, where: str) -> TurnstoreError:
         return ConflictError(
             f"gave up after repeated conflicts with other writers on {where}: {message}"
         )
-    if isinstance(exc, psycopg.OperationalError) and (
-        sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
-    ):  # no SQLSTATE: the client lost the socket; 08: connection exception; 57P: shutdown
+    if _lost_connection(exc):
         return ConnectionFailedError(f"lost the connection to {where}: {message}")
     code = f" [{sqlstate}]" if sqlstate else ""
     return StorageError(f"PostgreSQL error on {where}{code}: {message}")
 
 
-class _Retry(Exception):
-    """Internal: the attempt failed in a way that re-running the operation may fix."""
+def _lost_connection(exc: BaseException) -> bool:
+    # No SQLSTATE: the client lost the socket (or could not leave pipeline mode on it: "cannot
+    # exit pipeline mode while busy"); 08: connection exception; 57P: server shutdown.
+    sqlstate = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.OperationalError) and (
+        sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
+    )
 
-    def __init__(self, cause: BaseException) -> None:
+
+class _Retry(Exception):
+    """Internal: the attempt failed in a way that re-running the operation may fix.
+
+    ``unsettled``: the connection was lost with a write's COMMIT in flight, so the write may
+    have committed; only a re-run with its key (on a connection of its own) can tell.
+    """
+
+    def __init__(self, cause: BaseException, *, unsettled: bool = False) -> None:
         super().__init__(str(cause))
         self.cause = cause
+        self.unsettled = unsettled
 
 
 # ---------------------------------------------------------------------------------------------
@@ -931,6 +967,7 @@ class PostgresBackend:
         self._retries = retries
         self.read_only = bool(read_only)
         self._migrate = migrate and not self.read_only
+        self._connect_timeout = max(2, round(connect_timeout))  # libpq's minimum is 2 s
         self._closed = False
         self._state = threading.Lock()
         self._pending: set[concurrent.futures.Future[Any]] = set()
@@ -959,7 +996,7 @@ class PostgresBackend:
         self._ready_lock = None
         kwargs: dict[str, Any] = {
             "autocommit": True,  # transactions are begun and ended explicitly
-            "connect_timeout": max(2, round(connect_timeout)),  # libpq's minimum is 2 s
+            "connect_timeout": self._connect_timeout,
             **(connect_kwargs or {}),
         }
         self._thread = thread = _LoopThread()
@@ -1082,14 +1119,17 @@ class PostgresBackend:
         if self._thread is None:
             if self._closed:
                 raise ClosedError("the store is closed")
-            return await self._execute(op, write)
+            return await (
+                finish_write(self._execute(op, write)) if write else self._execute(op, write)
+            )
         with self._state:
             if self._closed:
                 raise ClosedError("the store is closed")
             future = self._thread.submit(self._execute(op, write))
             self._pending.add(future)
         future.add_done_callback(self._forget)
-        return await asyncio.wrap_future(future)
+        wrapped = asyncio.wrap_future(future)
+        return await (finish_write(wrapped) if write else wrapped)
 
     def _forget(self, future: concurrent.futures.Future[Any]) -> None:
         with self._state:  # close() copies the set from another thread
@@ -1100,16 +1140,26 @@ class PostgresBackend:
             if not self._ready:
                 await self._ensure_ready()
             attempt = 0
+            unsettled = False  # a commit was cut off and no attempt since has had an answer
             while True:
                 try:
+                    if unsettled:
+                        return await self._settle(op)
                     async with self._pool.connection() as conn:
                         return await self._transaction(conn, op, write)
                 except _Retry as retry:
+                    unsettled = unsettled or retry.unsettled
                     attempt += 1
                     if attempt > self._retries:
+                        if unsettled:
+                            raise OutcomeUnknownError(
+                                f"lost the connection to {self._where} while a write committed, "
+                                f"and cannot reach it to learn whether it did ({retry.cause}); "
+                                "it may or may not be stored"
+                            ) from retry.cause
                         raise _driver_error(retry.cause, self._where) from retry.cause
                     log.info("retrying a transaction on %s: %s", self._where, retry.cause)
-                    if isinstance(retry.cause, psycopg.OperationalError):
+                    if isinstance(retry.cause, psycopg.OperationalError) and not unsettled:
                         await self._pool.check()  # drop the other dead connections too
                     # Exponential backoff with jitter, so that colliding writers spread out.
                     await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
@@ -1130,7 +1180,6 @@ class PostgresBackend:
         restore_autocommit = not conn.autocommit
         if restore_autocommit:  # a caller's connection: we issue BEGIN/COMMIT ourselves
             await conn.set_autocommit(True)
-        xid: int | None = None
         committing = False
         try:
             async with conn.pipeline():
@@ -1140,25 +1189,16 @@ class PostgresBackend:
                 await conn.execute(
                     "SELECT set_config('search_path', %s, true)", [self._search_path]
                 )
-                # The transaction id tells, after a connection lost during COMMIT, whether
-                # the commit happened; its result arrives with the first awaited statement.
-                xid_cursor = await conn.execute("SELECT txid_current()") if write else None
                 result = await self._drive(conn, op())
-                if xid_cursor is not None:
-                    row = await xid_cursor.fetchone()
-                    xid = row[0] if row is not None else None
                 committing = True
                 await conn.execute("COMMIT")
             return result
         except psycopg.Error as exc:
-            if committing and conn.broken and xid is not None:
-                if await self._committed(xid):
-                    return result
+            if isinstance(exc, _TRANSIENT):
                 raise _Retry(exc) from exc
-            if isinstance(exc, _TRANSIENT) or (
-                isinstance(exc, psycopg.OperationalError) and conn.broken and not committing
-            ):
-                raise _Retry(exc) from exc
+            if conn.broken or _lost_connection(exc):
+                # Before COMMIT was sent nothing can have been stored: simply run it again.
+                raise _Retry(exc, unsettled=write and committing) from exc
             raise
         finally:
             if not conn.broken and conn.info.transaction_status in (
@@ -1171,33 +1211,28 @@ class PostgresBackend:
                 with contextlib.suppress(psycopg.Error):
                     await conn.set_autocommit(False)
 
-    async def _committed(self, xid: int) -> bool:
-        """Whether transaction ``xid`` committed; raises when that cannot be known."""
-        if not hasattr(self, "_pool"):  # still opening: nothing to ask with
-            raise ConnectionFailedError(f"lost the connection to {self._where} while migrating")
-        await self._pool.check()
-        for _ in range(20):
+    async def _settle(self, op: Callable[[], Op[T]]) -> T:
+        """Run a write whose commit was cut off again, on a new connection outside the pool.
+
+        The write's key makes the re-run return the first run's result if that committed, and
+        apply it if not. The pool is not asked: it may be waiting to replace the connection
+        just lost (with ``max_size=1``, for ``pool_timeout``).
+        """
+        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, Mapping) else {}
+        kwargs.setdefault("connect_timeout", self._connect_timeout)
+        conninfo = self._pool.conninfo if isinstance(self._pool.conninfo, str) else ""
+        try:
+            conn = await self._pool.connection_class.connect(conninfo, **kwargs)
+        except psycopg.Error as exc:
+            raise _Retry(exc, unsettled=True) from exc
+        try:
             try:
-                async with self._pool.connection() as conn:
-                    cur = await conn.execute("SELECT txid_status(%s)", [xid])
-                    row = await cur.fetchone()
-            except (psycopg.Error, PoolTimeout) as exc:
-                raise ConnectionFailedError(
-                    f"lost the connection to {self._where} while committing, and cannot reach "
-                    f"it to learn whether the write was saved ({exc}); it may or may not be"
-                ) from exc
-            status = row[0] if row is not None else None
-            if status == "committed":
-                return True
-            if status == "aborted":
-                return False
-            if status != "in progress":
-                break
-            await asyncio.sleep(0.05)  # the old connection's server process is still ending
-        raise ConnectionFailedError(
-            f"lost the connection to {self._where} while committing transaction {xid}; "
-            "whether the write was saved is unknown"
-        )
+                await self._configure(conn)
+            except psycopg.Error as exc:
+                raise _Retry(exc, unsettled=True) from exc
+            return await self._transaction(conn, op, True)
+        finally:
+            await conn.close()
 
     @staticmethod
     async def _drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:

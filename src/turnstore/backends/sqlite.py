@@ -30,7 +30,7 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op
+from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, finish_write
 from .queries import ORDERS
 from .schema import migrate_step, pending_migrations
 
@@ -317,6 +317,15 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
         "PRAGMA legacy_alter_table = OFF",
     ],
+    # 7: the keys of committed writes (backends/once.py), so that a write runs exactly once.
+    [
+        """CREATE TABLE operations (
+            session_id TEXT NOT NULL,
+            op_id TEXT NOT NULL,
+            result TEXT,
+            PRIMARY KEY (session_id, op_id)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 # The active path is walked from the head up through parent_id: each step is one primary-key
@@ -372,6 +381,14 @@ SQL: dict[str, str | None] = {
         WHERE s.session_id = :sid""",
     "set_head": """
         UPDATE sessions SET head_run_id = :head, updated_at = :now WHERE session_id = :sid""",
+    # Write keys (backends/once.py): a claim returns a row only when the key is new.
+    "forget_operations": "DELETE FROM operations WHERE session_id = :sid AND op_id < :before",
+    "claim_operation": """
+        INSERT INTO operations (session_id, op_id) VALUES (:sid, :key)
+        ON CONFLICT DO NOTHING RETURNING 1""",
+    "operation_result": "SELECT result FROM operations WHERE session_id = :sid AND op_id = :key",
+    "keep_operation_result": """
+        UPDATE operations SET result = :result WHERE session_id = :sid AND op_id = :key""",
     "insert_run": """
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
                           item_count, created_at, updated_at)
@@ -1098,14 +1115,17 @@ class SQLiteBackend:
         return self._transaction(op, write=True)
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
-        """Run ``op()`` in one transaction on the worker thread."""
+        """Run ``op()`` in one transaction on the worker thread.
+
+        A write, once handed to the thread, finishes before a cancellation reaches the caller.
+        """
         if write and self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only: nothing was written")
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")
-            future = self._executor.submit(self._transaction, op, write)
-        return await asyncio.wrap_future(future)
+            future = asyncio.wrap_future(self._executor.submit(self._transaction, op, write))
+        return await (finish_write(future) if write else future)
 
     def _close_connection(self) -> None:
         if self._checkpointer is not None:

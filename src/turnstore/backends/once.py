@@ -1,0 +1,95 @@
+"""Exactly-once writes: every write operation carries a key the database remembers.
+
+A write's key (its ``operation_id``) is claimed in the write's own transaction, in the
+``operations`` table under a unique (session_id, op_id) key. So the key is stored if and only
+if the write committed, and running the operation again with the same key finds it and does
+nothing but return the first run's result (kept in the same row). That makes a re-run always
+safe: after a connection lost while COMMIT was in flight (when nobody can say whether the
+server committed), the backend simply runs the operation again with its key; a caller told
+that the outcome is unknown (``OutcomeUnknownError``) may do the same. The check needs no
+transaction status, which a sharded database (Citus) cannot give.
+
+A key is 12 hex digits of milliseconds since the epoch and 20 random ones, so keys sort by
+time within a session and each write forgets its session's keys older than ``KEEP_MS`` with
+one range delete. A key older than that cannot be retried safely and is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import InvalidOperationError
+from .base import Fetch, Op, Query
+
+__all__ = ["KEEP_MS", "check_operation_id", "new_operation_id", "once"]
+
+T = TypeVar("T")
+
+KEEP_MS = 24 * 3600 * 1000
+"""How long a write's key is remembered: a retry within a day of the first try is safe."""
+
+_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def _millis() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_operation_id() -> str:
+    """A fresh write key: unique, and sortable by the time it was made."""
+    return f"{_millis():012x}{secrets.token_hex(10)}"
+
+
+def check_operation_id(operation_id: Any) -> str:
+    """``operation_id`` if it is a key turnstore made less than a day ago, else refuse it."""
+    if not isinstance(operation_id, str) or not _KEY.fullmatch(operation_id):
+        raise InvalidOperationError(
+            f"operation_id must be a key from turnstore.new_operation_id() (or from an "
+            f"OutcomeUnknownError), got {operation_id!r}"
+        )
+    if int(operation_id[:12], 16) < _millis() - KEEP_MS:
+        raise InvalidOperationError(
+            f"operation_id {operation_id} is more than a day old: whether it was applied is no "
+            "longer remembered, so a retry could apply it twice; look at the session instead"
+        )
+    return operation_id
+
+
+def once(
+    session_id: str,
+    key: str,
+    op: Op[T],
+    keep: Callable[[T], Any] | None = None,
+    replay: Callable[[Any], Op[T]] | None = None,
+    *,
+    ends_session: bool = False,
+) -> Op[T]:
+    """Run ``op`` unless the write ``key`` of ``session_id`` already committed.
+
+    ``keep`` maps the result to what is stored for a replay (JSON; None stores nothing), the
+    result itself by default; ``replay`` rebuilds the result from it (e.g. reads a run back by
+    its id), the stored value itself by default. An operation that ``ends_session`` (clear,
+    delete) forgets the session's older keys too, so a deleted session leaves one key behind.
+    """
+    params = {"sid": session_id, "key": key}
+    cutoff = max(int(key[:12], 16) - KEEP_MS, 0)
+    # Queued with the claim (no round trip of its own on Postgres): a range of the key index.
+    yield Query("forget_operations", {"sid": session_id, "before": f"{cutoff:012x}"})
+    claimed = yield Query("claim_operation", params, Fetch.ONE)
+    if claimed is None:  # committed before: answer as the first run did, change nothing
+        row = yield Query("operation_result", params, Fetch.ONE)
+        stored: Any = json.loads(row[0]) if row is not None and row[0] is not None else None
+        return stored if replay is None else (yield from replay(stored))
+    result = yield from op
+    if ends_session:
+        yield Query("forget_operations", {"sid": session_id, "before": key})
+    kept = keep(result) if keep is not None else result
+    if kept is not None:
+        # ASCII JSON: a popped item holding a lone surrogate stores and decodes unchanged.
+        yield Query("keep_operation_result", {**params, "result": json.dumps(kept)})
+    return result

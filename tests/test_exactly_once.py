@@ -1,0 +1,435 @@
+"""Issue 11: writes are applied exactly once, and a write that has started is never dropped.
+
+Every write carries a key (``operation_id``, backends/once.py): a repeat with the same key
+changes nothing and returns the first result, on every backend. On PostgreSQL a proxy
+(tests/faultproxy.py) cuts the connection before COMMIT, after COMMIT before its reply, and
+mid-pipeline: each write ends stored once and its caller told the truth. Cancellation (a
+task's ``cancel()``, ``asyncio.wait_for``, the SDK's ``run_streamed(...).cancel()``) while a
+write waits for a lock reaches the caller only once the write is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from builders import assistant, user
+from conftest import POSTGRES_URL, require_postgres, sql
+from turnstore import (
+    InvalidOperationError,
+    OutcomeUnknownError,
+    Store,
+    StructuredSession,
+    new_operation_id,
+)
+from turnstore.backends import once
+
+TURNS = [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+
+
+async def _two_runs(store: Store) -> list[int]:
+    await store.add_items("s", TURNS)
+    return [run.id for run in await store.runs("s")]
+
+
+async def _keys(store: Store) -> int:
+    return int((await sql(store, "SELECT count(*) FROM operations"))[0][0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys: a repeated operation_id is recognised by the database, on every backend
+
+
+async def test_a_repeated_key_applies_a_batch_once(store: Store) -> None:
+    key = new_operation_id()
+    await store.add_items("s", [user("q")], operation_id=key)
+    await store.add_items("s", [user("q")], operation_id=key)
+    assert await store.get_items("s") == [user("q")]
+    await store.add_items("s", [assistant("a")])  # a new key: a new write
+    assert await store.get_items("s") == [user("q"), assistant("a")]
+
+
+async def test_a_repeated_pop_returns_the_first_item_and_pops_once(store: Store) -> None:
+    await store.add_items("s", TURNS)
+    key = new_operation_id()
+    assert await store.pop_item("s", operation_id=key) == assistant("a2")
+    assert await store.pop_item("s", operation_id=key) == assistant("a2")
+    assert await store.get_items("s") == TURNS[:3]
+
+
+async def test_repeated_tree_operations_return_their_first_result(store: Store) -> None:
+    first, second = await _two_runs(store)
+    key = new_operation_id()
+    edited = await store.fork("s", second, "q2 again", operation_id=key)
+    assert await store.fork("s", second, "q2 again", operation_id=key) == edited
+    assert len(await store.siblings("s", second)) == 2
+    key = new_operation_id()
+    assert await store.move_head("s", edited.id, to_parent=True, operation_id=key) == first
+    await store.add_items("s", [user("q3")])
+    # The repeat does not move the head again (it is now on the q3 run).
+    assert await store.move_head("s", edited.id, to_parent=True, operation_id=key) == first
+    assert (await store.get_items("s"))[-1] == user("q3")
+    key = new_operation_id()
+    assert await store.delete_branch("s", second, operation_id=key) is not None
+    assert await store.delete_branch("s", second, operation_id=key) is not None
+    key = new_operation_id()
+    await store.clear_session("s", operation_id=key)
+    await store.add_items("s", [user("new")])
+    await store.clear_session("s", operation_id=key)  # the repeat leaves the new history
+    assert await store.get_items("s") == [user("new")]
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 32, "ABCDEF" * 6, "0" * 31, 42])
+async def test_a_malformed_key_is_refused_and_changes_nothing(store: Store, bad: Any) -> None:
+    with pytest.raises(InvalidOperationError, match="operation_id"):
+        await store.add_items("s", [user("q")], operation_id=bad)
+    assert await store.get_items("s") == []
+
+
+async def test_keys_are_forgotten_after_a_day_and_a_stale_key_is_refused(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [10**12]
+    monkeypatch.setattr(once, "_millis", lambda: clock[0])
+    old = new_operation_id()
+    await store.add_items("s", [user("q")], operation_id=old)
+    clock[0] += once.KEEP_MS + 1
+    await store.add_items("s", [assistant("a")])  # forgets the session's keys of yesterday
+    assert await _keys(store) == 1
+    with pytest.raises(InvalidOperationError, match="more than a day old"):
+        await store.add_items("s", [user("q")], operation_id=old)
+    assert await store.get_items("s") == [user("q"), assistant("a")]
+
+
+async def test_a_cleared_session_keeps_only_the_key_of_its_clear(store: Store) -> None:
+    await store.add_items("s", [user("q")])
+    await store.add_items("s", [assistant("a")])
+    await store.clear_session("s")
+    assert await _keys(store) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL: the connection cut at every moment of a write, through a fault-injecting proxy
+
+
+@pytest.fixture
+def proxy() -> Iterator[Any]:
+    require_postgres()
+    from psycopg.conninfo import conninfo_to_dict
+
+    from faultproxy import FaultProxy
+
+    params = conninfo_to_dict(POSTGRES_URL)
+    with FaultProxy(str(params.get("host", "127.0.0.1")), int(params.get("port", 5432))) as p:
+        p.database = str(params.get("dbname", "test"))
+        p.user = str(params.get("user", "postgres"))
+        yield p
+
+
+@pytest.fixture
+async def pg_store(proxy: Any) -> AsyncIterator[Store]:
+    """A store through the proxy with a pool of ONE connection and a long pool timeout.
+
+    A write that then waited for the pool to settle its lost commit would hang for 60 s; the
+    tests bound every write at 20 s instead.
+    """
+    import uuid
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    store = Store.open(
+        proxy.url(proxy.database, proxy.user),
+        schema=schema,
+        max_size=1,
+        pool_timeout=60,
+        connect_timeout=3,
+        connect_kwargs={"prepare_threshold": None},
+    )
+    yield store
+    await store.aclose()
+    from conftest import _drop_schema
+
+    _drop_schema(schema)
+
+
+FAULTS = ["before_commit", "after_commit", "mid_pipeline"]
+
+
+def _bounded(write: Awaitable[Any]) -> Awaitable[Any]:
+    return asyncio.wait_for(write, 20)  # a hang (waiting for the pool) fails the test
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_cut_batch_is_stored_once(proxy: Any, pg_store: Store, fault: str) -> None:
+    await pg_store.add_items("s", [user("q1")])
+    proxy.arm(fault)
+    await _bounded(pg_store.add_items("s", [assistant("a1"), user("q2"), assistant("a2")]))
+    assert proxy.fired == 1
+    assert await pg_store.get_items("s") == TURNS
+    assert await sql(pg_store, "SELECT count(*) FROM items") == [(4,)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+async def test_a_cut_pop_pops_once_and_returns_the_item(
+    proxy: Any, pg_store: Store, fault: str
+) -> None:
+    await pg_store.add_items("s", TURNS)
+    proxy.arm(fault)
+    assert await _bounded(pg_store.pop_item("s")) == assistant("a2")
+    assert proxy.fired == 1
+    assert await pg_store.get_items("s") == TURNS[:3]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_cut_edit_makes_one_run_and_returns_it(
+    proxy: Any, pg_store: Store, fault: str
+) -> None:
+    first, second = await _two_runs(pg_store)
+    proxy.arm(fault)
+    edited = await _bounded(pg_store.fork("s", second, "q2 again"))
+    assert proxy.fired == 1
+    assert [run.id for run in await pg_store.siblings("s", second)] == [second, edited.id]
+    assert edited.parent_id == first
+    assert edited.user_message == "q2 again"
+    assert [run.id for run in await pg_store.runs("s")] == [first, edited.id]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+async def test_a_cut_rewind_reports_the_new_head(proxy: Any, pg_store: Store, fault: str) -> None:
+    first, second = await _two_runs(pg_store)
+    proxy.arm(fault)
+    assert await _bounded(pg_store.move_head("s", second, to_parent=True)) == first
+    assert proxy.fired == 1
+    assert await pg_store.get_items("s") == TURNS[:2]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+async def test_an_unreachable_server_is_an_unknown_outcome_and_the_key_retries_safely(
+    proxy: Any, pg_store: Store, fault: str
+) -> None:
+    await pg_store.add_items("s", [user("q1")])
+    proxy.arm(fault)
+    proxy.refuse = True  # the server cannot be reached to settle the commit
+    with pytest.raises(OutcomeUnknownError, match="operation_id=") as caught:
+        await _bounded(pg_store.add_items("s", [assistant("a1")]))
+    assert proxy.fired == 1
+    key = caught.value.operation_id
+    assert key is not None
+    proxy.refuse = False
+    await _bounded(pg_store.add_items("s", [assistant("a1")], operation_id=key))
+    await _bounded(pg_store.add_items("s", [assistant("a1")], operation_id=key))
+    assert await pg_store.get_items("s") == [user("q1"), assistant("a1")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cancellation: a write that has started is stored before the cancellation propagates
+
+
+class _Hold:
+    """Makes the store's next write wait, deterministically, until ``release``.
+
+    SQLite file: another connection holds the write lock. SQLite :memory: (no other
+    connection can see it): the store's worker thread is kept busy from the moment the write
+    reaches the backend. PostgreSQL: another connection holds the session's row lock.
+    ``entered`` is set when a write reaches the backend, so a cancellation is sent only while
+    the write waits.
+    """
+
+    def __init__(self, store: Store, backend_name: str, target: str) -> None:
+        self.store = store
+        self.entered = asyncio.Event()
+        self._release: Callable[[], Awaitable[None]]
+        self._backend_name = backend_name
+        self._target = target
+        self._gate: threading.Event | None = None
+        self.released = False
+        run = store.backend.run
+
+        async def spy(op: Any, *, write: bool) -> Any:
+            if write and not self.entered.is_set():
+                self.entered.set()
+                if self._gate is not None:  # the worker thread: busy before the write
+                    store.backend._executor.submit(self._gate.wait)  # type: ignore[attr-defined]
+            return await run(op, write=write)
+
+        store.backend.run = spy  # type: ignore[method-assign]
+
+    async def hold(self, schema: str | None) -> None:
+        if self._backend_name == "sqlite-file":
+            conn = sqlite3.connect(self._target, isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN IMMEDIATE")
+
+            async def release_file() -> None:
+                conn.rollback()
+                conn.close()
+
+            self._release = release_file
+        elif self._backend_name == "sqlite-memory":
+            self._gate = gate = threading.Event()
+
+            async def release_gate() -> None:
+                gate.set()
+
+            self._release = release_gate
+        else:
+            import psycopg
+
+            holder = await psycopg.AsyncConnection.connect(POSTGRES_URL)
+            await holder.execute(f'SET search_path TO "{schema}"')
+            await holder.execute("SELECT 1 FROM sessions WHERE session_id = 's' FOR UPDATE")
+
+            async def release_row() -> None:
+                await holder.rollback()
+                await holder.close()
+
+            self._release = release_row
+
+    async def release(self) -> None:
+        self.released = True
+        await self._release()
+
+    async def still_waiting(self, task: asyncio.Future[Any]) -> bool:
+        """Whether ``task``, just cancelled, still waits for its held write (it must)."""
+        # While the lock is held the write cannot end, so with the fix the task cannot either:
+        # this wait always runs out. Without it the task ends within a few loop iterations.
+        await asyncio.wait({task}, timeout=0.2)
+        return not task.done()
+
+
+Mutation = Callable[[Store, StructuredSession, list[int]], Awaitable[Any]]
+
+
+async def _check_added(store: Store, runs: list[int]) -> None:
+    assert await store.get_items("s") == [*TURNS, user("q3")]
+
+
+async def _check_popped(store: Store, runs: list[int]) -> None:
+    assert await store.get_items("s") == TURNS[:3]
+
+
+async def _check_cleared(store: Store, runs: list[int]) -> None:
+    assert await store.get_items("s") == []
+    assert await store.session("s") is None
+
+
+async def _check_edited(store: Store, runs: list[int]) -> None:
+    assert len(await store.siblings("s", runs[1])) == 2
+    assert (await store.get_items("s"))[-1] == user("q2 again")
+
+
+async def _check_rewound(store: Store, runs: list[int]) -> None:
+    assert await store.get_items("s") == TURNS[:2]
+    assert len(await store.tree("s")) == 2
+
+
+async def _check_deleted(store: Store, runs: list[int]) -> None:
+    # The head's run and the ancestor only it reaches: the whole conversation.
+    assert await store.tree("s") == []
+
+
+# Each mutation, through StructuredSession or Store (the session's methods are the store's).
+MUTATIONS: dict[str, tuple[Mutation, Callable[[Store, list[int]], Awaitable[None]]]] = {
+    "session.add_items": (lambda st, se, r: se.add_items([user("q3")]), _check_added),
+    "store.add_items": (lambda st, se, r: st.add_items("s", [user("q3")]), _check_added),
+    "session.pop_item": (lambda st, se, r: se.pop_item(), _check_popped),
+    "store.pop_item": (lambda st, se, r: st.pop_item("s"), _check_popped),
+    "session.clear_session": (lambda st, se, r: se.clear_session(), _check_cleared),
+    "session.edit": (lambda st, se, r: se.edit(r[1], "q2 again"), _check_edited),
+    "session.rewind": (lambda st, se, r: se.rewind(r[1]), _check_rewound),
+    "store.delete_branch": (lambda st, se, r: st.delete_branch("s", r[1]), _check_deleted),
+}
+
+
+@contextlib.asynccontextmanager
+async def _held(
+    open_store: Callable[[], Store], backend_name: str, db_target: tuple[str, dict[str, Any]]
+) -> AsyncIterator[tuple[Store, StructuredSession, list[int], _Hold]]:
+    store = open_store()
+    runs = await _two_runs(store)
+    hold = _Hold(store, backend_name, db_target[0])
+    await hold.hold(db_target[1].get("schema"))
+    try:
+        yield store, StructuredSession("s", store), runs, hold
+    finally:
+        if not hold.released:  # a failed test: let the write end, so the store can close
+            await hold.release()
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+async def test_a_write_cancelled_while_it_waits_is_stored_before_the_cancellation(
+    open_store: Callable[[], Store],
+    backend_name: str,
+    db_target: tuple[str, dict[str, Any]],
+    name: str,
+) -> None:
+    mutate, check = MUTATIONS[name]
+    async with _held(open_store, backend_name, db_target) as (store, session, runs, hold):
+        task = asyncio.ensure_future(mutate(store, session, runs))
+        await asyncio.wait_for(hold.entered.wait(), 30)
+        task.cancel()
+        assert await hold.still_waiting(task)
+        await hold.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await check(store, runs)
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+async def test_a_write_timed_out_by_wait_for_is_stored_before_the_timeout(
+    open_store: Callable[[], Store],
+    backend_name: str,
+    db_target: tuple[str, dict[str, Any]],
+    name: str,
+) -> None:
+    mutate, check = MUTATIONS[name]
+    async with _held(open_store, backend_name, db_target) as (store, session, runs, hold):
+
+        async def release_after_the_timeout() -> None:
+            await asyncio.wait_for(hold.entered.wait(), 30)
+            # Both timers run on this loop: the 0.05 s timeout is always delivered first.
+            await asyncio.sleep(0.5)
+            await hold.release()
+
+        releaser = asyncio.ensure_future(release_after_the_timeout())
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(mutate(store, session, runs), 0.05)
+        assert hold.released  # the timeout came out only once the write could, and did, end
+        await releaser
+        await check(store, runs)
+
+
+async def test_a_streamed_run_cancelled_while_its_write_waits_keeps_the_input_once(
+    open_store: Callable[[], Store],
+    backend_name: str,
+    db_target: tuple[str, dict[str, Any]],
+) -> None:
+    from agents import Agent, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message
+
+    async with _held(open_store, backend_name, db_target) as (store, session, _runs, hold):
+        model = ScriptedModel([ModelStep(output=[assistant_message("a3")])])
+        agent = Agent(name="assistant", model=model)
+        streamed = Runner.run_streamed(agent, "q3", session=session)
+        await asyncio.wait_for(
+            hold.entered.wait(), 30
+        )  # the turn's first write (its input) waits for the lock
+        streamed.cancel()
+        task = streamed.run_loop_task
+        assert task is not None
+        assert await hold.still_waiting(task)
+        await hold.release()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        items = await store.get_items("s")
+        assert items[:4] == TURNS
+        assert [item.get("content") for item in items[4:]].count("q3") == 1
