@@ -22,7 +22,6 @@ import contextlib
 import socket
 import struct
 import threading
-from types import TracebackType
 from typing import Literal
 
 Fault = Literal["before_commit", "after_commit", "mid_pipeline"]
@@ -204,10 +203,5 @@ class FaultProxy:
     def __enter__(self) -> FaultProxy:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

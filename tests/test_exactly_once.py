@@ -307,6 +307,7 @@ class _Hold:
 
 
 Mutation = Callable[[Store, StructuredSession, list[int]], Awaitable[Any]]
+Check = Callable[[Store, list[int]], Awaitable[None]]
 
 
 async def _check_added(store: Store, runs: list[int]) -> None:
@@ -338,7 +339,7 @@ async def _check_deleted(store: Store, runs: list[int]) -> None:
 
 
 # Each mutation, through StructuredSession or Store (the session's methods are the store's).
-MUTATIONS: dict[str, tuple[Mutation, Callable[[Store, list[int]], Awaitable[None]]]] = {
+MUTATIONS: dict[str, tuple[Mutation, Check]] = {
     "session.add_items": (lambda st, se, r: se.add_items([user("q3")]), _check_added),
     "store.add_items": (lambda st, se, r: st.add_items("s", [user("q3")]), _check_added),
     "session.pop_item": (lambda st, se, r: se.pop_item(), _check_popped),
@@ -350,10 +351,11 @@ MUTATIONS: dict[str, tuple[Mutation, Callable[[Store, list[int]], Awaitable[None
 }
 
 
-@contextlib.asynccontextmanager
-async def _held(
+@pytest.fixture
+async def held(
     open_store: Callable[[], Store], backend_name: str, db_target: tuple[str, dict[str, Any]]
 ) -> AsyncIterator[tuple[Store, StructuredSession, list[int], _Hold]]:
+    """A store with two runs in session "s", whose next write will wait until released."""
     store = open_store()
     runs = await _two_runs(store)
     hold = _Hold(store, backend_name, db_target[0])
@@ -365,71 +367,63 @@ async def _held(
             await hold.release()
 
 
-@pytest.mark.parametrize("name", list(MUTATIONS))
+@pytest.fixture(params=list(MUTATIONS))
+def mutation(request: pytest.FixtureRequest) -> tuple[Mutation, Check]:
+    return MUTATIONS[request.param]
+
+
 async def test_a_write_cancelled_while_it_waits_is_stored_before_the_cancellation(
-    open_store: Callable[[], Store],
-    backend_name: str,
-    db_target: tuple[str, dict[str, Any]],
-    name: str,
+    held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
 ) -> None:
-    mutate, check = MUTATIONS[name]
-    async with _held(open_store, backend_name, db_target) as (store, session, runs, hold):
-        task = asyncio.ensure_future(mutate(store, session, runs))
-        await asyncio.wait_for(hold.entered.wait(), 30)
-        task.cancel()
-        assert await hold.still_waiting(task)
-        await hold.release()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        await check(store, runs)
+    (store, session, runs, hold), (mutate, check) = held, mutation
+    task = asyncio.ensure_future(mutate(store, session, runs))
+    await asyncio.wait_for(hold.entered.wait(), 30)
+    task.cancel()
+    assert await hold.still_waiting(task)
+    await hold.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await check(store, runs)
 
 
-@pytest.mark.parametrize("name", list(MUTATIONS))
 async def test_a_write_timed_out_by_wait_for_is_stored_before_the_timeout(
-    open_store: Callable[[], Store],
-    backend_name: str,
-    db_target: tuple[str, dict[str, Any]],
-    name: str,
+    held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
 ) -> None:
-    mutate, check = MUTATIONS[name]
-    async with _held(open_store, backend_name, db_target) as (store, session, runs, hold):
+    (store, session, runs, hold), (mutate, check) = held, mutation
 
-        async def release_after_the_timeout() -> None:
-            await asyncio.wait_for(hold.entered.wait(), 30)
-            # Both timers run on this loop: the 0.05 s timeout is always delivered first.
-            await asyncio.sleep(0.5)
-            await hold.release()
+    async def release_after_the_timeout() -> None:
+        await asyncio.wait_for(hold.entered.wait(), 30)
+        # Both timers run on this loop: the 0.05 s timeout is always delivered first.
+        await asyncio.sleep(0.5)
+        await hold.release()
 
-        releaser = asyncio.ensure_future(release_after_the_timeout())
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(mutate(store, session, runs), 0.05)
-        assert hold.released  # the timeout came out only once the write could, and did, end
-        await releaser
-        await check(store, runs)
+    releaser = asyncio.ensure_future(release_after_the_timeout())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(mutate(store, session, runs), 0.05)
+    assert hold.released  # the timeout came out only once the write could, and did, end
+    await releaser
+    await check(store, runs)
 
 
 async def test_a_streamed_run_cancelled_while_its_write_waits_keeps_the_input_once(
-    open_store: Callable[[], Store],
-    backend_name: str,
-    db_target: tuple[str, dict[str, Any]],
+    held: tuple[Store, StructuredSession, list[int], _Hold],
 ) -> None:
     from agents import Agent, Runner
     from agents.testing import ModelStep, ScriptedModel, assistant_message
 
-    async with _held(open_store, backend_name, db_target) as (store, session, _runs, hold):
-        model = ScriptedModel([ModelStep(output=[assistant_message("a3")])])
-        agent = Agent(name="assistant", model=model)
-        streamed = Runner.run_streamed(agent, "q3", session=session)
-        await asyncio.wait_for(
-            hold.entered.wait(), 30
-        )  # the turn's first write (its input) waits for the lock
-        streamed.cancel()
-        task = streamed.run_loop_task
-        assert task is not None
-        assert await hold.still_waiting(task)
-        await hold.release()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        items = await store.get_items("s")
-        assert items[:4] == TURNS
-        assert [item.get("content") for item in items[4:]].count("q3") == 1
+    store, session, _runs, hold = held
+    model = ScriptedModel([ModelStep(output=[assistant_message("a3")])])
+    agent = Agent(name="assistant", model=model)
+    streamed = Runner.run_streamed(agent, "q3", session=session)
+    # The turn's first write (its input) reaches the store and waits for the lock.
+    await asyncio.wait_for(hold.entered.wait(), 30)
+    streamed.cancel()
+    task = streamed.run_loop_task
+    assert task is not None
+    assert await hold.still_waiting(task)
+    await hold.release()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    items = await store.get_items("s")
+    assert items[:4] == TURNS
+    assert [item.get("content") for item in items[4:]].count("q3") == 1
