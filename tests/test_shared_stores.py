@@ -194,3 +194,63 @@ def test_stores_are_closed_at_exit_without_a_word(tmp_path: Path) -> None:
     assert (proc.returncode, proc.stderr) == (0, "")
     # Closed cleanly: the WAL was folded into the database and removed.
     assert not (tmp_path / "x.db-wal").exists()
+
+
+FORK_SCRIPT = """
+import asyncio, gc, multiprocessing, sys
+from turnstore import StructuredSession
+
+TARGET = sys.argv[1]
+
+def child():
+    # The parent's session, used in the child: its store's worker is not in this process.
+    asyncio.run(inherited.add_items([{"role": "user", "content": "from the child"}]))
+    inherited.close()
+    fresh = StructuredSession("s", TARGET)
+    asyncio.run(fresh.add_items([{"role": "user", "content": "fresh in the child"}]))
+    fresh.close()
+
+inherited = StructuredSession("s", TARGET)
+asyncio.run(inherited.add_items([{"role": "user", "content": "from the parent"}]))
+process = multiprocessing.get_context("fork").Process(target=child)
+process.start()
+process.join(20)
+if process.is_alive():
+    process.kill()
+    sys.exit("the child hung")
+assert process.exitcode == 0, process.exitcode
+asyncio.run(inherited.add_items([{"role": "user", "content": "parent again"}]))
+print([item["content"] for item in asyncio.run(inherited.get_items())])
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file", "postgres"])
+def test_a_session_inherited_by_a_forked_child_writes_there(backend: str, tmp_path: Path) -> None:
+    """multiprocessing's fork start method: the child's copy of a session opens the child's
+    own store instead of waiting forever on the parent's worker, and leaves the parent's
+    store (and its connections) alone."""
+    if backend == "sqlite-file":
+        target, drop = str(tmp_path / "app.db"), None
+    else:
+        require_postgres()
+        import psycopg
+
+        name = f"t_fork_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        target, drop = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}", name
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", FORK_SCRIPT, target], capture_output=True, text=True, timeout=180
+        )
+    finally:
+        if drop is not None:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE {drop} WITH (FORCE)")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.replace("'", '"')) == [
+        "from the parent",
+        "from the child",
+        "fresh in the child",
+        "parent again",
+    ]

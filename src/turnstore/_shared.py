@@ -66,12 +66,19 @@ def _closed(store: Store) -> bool:
 class Lease:
     """One session's use of a store; ``release`` ends it (idempotent, any thread)."""
 
-    __slots__ = ("_key", "_released", "store")
+    __slots__ = ("_key", "_pid", "_released", "store")
 
     def __init__(self, store: Store, key: str | None) -> None:
         self.store = store
         self._key = key
         self._released = False
+        self._pid = os.getpid()
+
+    @property
+    def inherited(self) -> bool:
+        """Whether this process is a fork of the one that took the lease: the store's worker
+        thread (or event loop) is not here, so it can be neither used nor closed."""
+        return self._pid != os.getpid()
 
     def release(self, *, close_now: bool = False) -> Store | None:
         """End the lease; returns the store when the caller must close it (``close_now``).
@@ -83,6 +90,8 @@ class Lease:
             if self._released:
                 return None
             self._released = True
+            if self.inherited:
+                return None  # the parent's store: the parent closes it
             entry = _entries.get(self._key) if self._key is not None else None
             if entry is not None and entry.store is self.store:
                 entry.users -= 1

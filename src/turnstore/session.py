@@ -198,16 +198,26 @@ class StructuredSession:
         else:
             # Sessions opened from one path or URL share the process's store for it (a
             # session per request must not cost a connection and a thread): see _shared.
-            self._lease = _shared.acquire(db)
-            self._store = self._lease.store
-            # Not at exit: the shared stores are closed then anyway.
-            weakref.finalize(self, self._lease.release).atexit = False
+            self._target = db
+            self._lease = self._lease_store()
+
+    def _lease_store(self) -> _shared.Lease:
+        lease = _shared.acquire(self._target)
+        self._store = lease.store
+        # Not at exit: the shared stores are closed then anyway.
+        weakref.finalize(self, lease.release).atexit = False
+        return lease
 
     @property
     def store(self) -> Store:
         """The store this session uses; a closed session raises ``ClosedError`` instead."""
         if self._closed:
             raise ClosedError(f"session {self.session_id!r} is closed")
+        if self._lease is not None and self._lease.inherited:
+            # A forked child's copy of the session (multiprocessing's fork start method): the
+            # parent's store waits on a thread that is not in this process.
+            self._lease.release()
+            self._lease = self._lease_store()
         return self._store
 
     # -- the SDK Session protocol ------------------------------------------------------------
