@@ -16,6 +16,8 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,26 @@ def run_leak_script(target: str, count: int, env: dict[str, str] | None = None) 
     return json.loads(proc.stdout)
 
 
+@contextmanager
+def session_target(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh database of ``backend`` as the target a session is opened from; for Postgres a
+    database of its own (a session's URL names no schema, so it uses "public")."""
+    if backend == "sqlite-file":
+        yield str(tmp_path / "app.db")
+        return
+    require_postgres()
+    import psycopg
+
+    name = f"t_shared_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 def test_ten_thousand_unclosed_sqlite_sessions_leave_threads_and_descriptors_flat(
     tmp_path: Path,
 ) -> None:
@@ -74,18 +96,8 @@ def test_ten_thousand_unclosed_sqlite_sessions_leave_threads_and_descriptors_fla
 
 
 def test_five_hundred_unclosed_postgres_sessions_leave_no_trace() -> None:
-    require_postgres()
-    import psycopg
-
-    # A database of its own: a session's URL names no schema, so it uses "public".
-    name = f"t_leak_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        result = run_leak_script(POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}", 500)
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with session_target("postgres", Path()) as target:
+        result = run_leak_script(target, 500)
     assert result["after"] == result["before"]
 
 
@@ -132,7 +144,7 @@ async def test_a_dropped_session_gives_its_store_back_after_idling(
     store = session.store
     del session
     gc.collect()
-    wait_until(lambda: _shared._closed(store))
+    wait_until(lambda: _shared.closed(store))
     # The next session opens a fresh store and finds the conversation.
     again = StructuredSession("s", str(tmp_path / "app.db"))
     assert again.store is not store
@@ -145,15 +157,16 @@ def test_a_dropped_memory_session_closes_its_store() -> None:
     store = session.store
     del session
     gc.collect()
-    wait_until(lambda: _shared._closed(store))
+    wait_until(lambda: _shared.closed(store))
 
 
 async def test_a_store_closed_by_hand_is_replaced(tmp_path: Path) -> None:
     session = StructuredSession("s", str(tmp_path / "app.db"))
-    session.store.close()
+    closed = session.store
+    closed.close()
     other = StructuredSession("t", str(tmp_path / "app.db"))
     await other.add_items([user("q")])
-    assert other.store is not session.store
+    assert other.store is not closed
     other.close()
     session.close()
 
@@ -229,24 +242,10 @@ def test_a_session_inherited_by_a_forked_child_writes_there(backend: str, tmp_pa
     """multiprocessing's fork start method: the child's copy of a session opens the child's
     own store instead of waiting forever on the parent's worker, and leaves the parent's
     store (and its connections) alone."""
-    if backend == "sqlite-file":
-        target, drop = str(tmp_path / "app.db"), None
-    else:
-        require_postgres()
-        import psycopg
-
-        name = f"t_fork_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {name}")
-        target, drop = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}", name
-    try:
+    with session_target(backend, tmp_path) as target:
         proc = subprocess.run(
             [sys.executable, "-c", FORK_SCRIPT, target], capture_output=True, text=True, timeout=180
         )
-    finally:
-        if drop is not None:
-            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-                admin.execute(f"DROP DATABASE {drop} WITH (FORCE)")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.replace("'", '"')) == [
         "from the parent",
@@ -254,3 +253,19 @@ def test_a_session_inherited_by_a_forked_child_writes_there(backend: str, tmp_pa
         "fresh in the child",
         "parent again",
     ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file", "postgres"])
+async def test_a_shared_store_closed_by_hand_leaves_the_other_sessions_working(
+    backend: str, tmp_path: Path
+) -> None:
+    """Cleanup written for sessions that owned their store (``session.store.close()`` at the
+    end of a request) must not break the other requests' sessions of the same database."""
+    with session_target(backend, tmp_path) as target:
+        done, other = StructuredSession("a", target), StructuredSession("b", target)
+        await other.add_items([user("before")])
+        done.store.close()
+        await other.add_items([user("after")])
+        assert await other.get_items() == [user("before"), user("after")]
+        other.close()
+        done.close()

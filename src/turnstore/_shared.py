@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .store import Store, sqlite_path
 
-__all__ = ["IDLE_CLOSE", "Lease", "acquire"]
+__all__ = ["IDLE_CLOSE", "Lease", "acquire", "closed"]
 
 log = logging.getLogger("turnstore")
 
@@ -58,8 +58,9 @@ def _key(target: object) -> str | None:
     return "sqlite:" + os.path.realpath(os.path.expanduser(path))
 
 
-def _closed(store: Store) -> bool:
-    # Someone may close a shared store by hand (session.store.close()): open a new one then.
+def closed(store: Store) -> bool:
+    """Whether ``store`` is closed: someone may close a shared store by hand
+    (``session.store.close()``), and its sessions then lease a new one."""
     return bool(getattr(store.backend, "_closed", False))
 
 
@@ -118,7 +119,7 @@ def acquire(target: str | os.PathLike[str]) -> Lease:
         return Lease(Store.open(target), None)
     with _lock:
         entry = _entries.get(key)
-        if entry is None or _closed(entry.store):
+        if entry is None or closed(entry.store):
             # Opened under the lock: sessions of one target opening together wait for one
             # store rather than each opening their own.
             entry = _entries[key] = _Entry(Store.open(target))

@@ -213,9 +213,10 @@ class StructuredSession:
         """The store this session uses; a closed session raises ``ClosedError`` instead."""
         if self._closed:
             raise ClosedError(f"session {self.session_id!r} is closed")
-        if self._lease is not None and self._lease.inherited:
-            # A forked child's copy of the session (multiprocessing's fork start method): the
-            # parent's store waits on a thread that is not in this process.
+        if self._lease is not None and (self._lease.inherited or _shared.closed(self._store)):
+            # A forked child's copy of the session (multiprocessing's fork start method: the
+            # parent's store waits on a thread that is not in this process), or a shared store
+            # someone closed by hand (session.store.close(), as when sessions owned theirs).
             self._lease.release()
             self._lease = self._lease_store()
         return self._store
