@@ -107,7 +107,14 @@ async def test_keys_are_forgotten_after_a_day_and_a_stale_key_is_refused(
     assert await store.get_items("s") == [user("q"), assistant("a")]
 
 
-async def test_a_cleared_session_keeps_only_the_key_of_its_clear(store: Store) -> None:
+async def test_a_cleared_session_keeps_only_the_key_of_its_clear(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One millisecond for every key, and random parts that fall: the clear's key is the
+    # smallest, so a clear that forgot only older keys would keep the others.
+    monkeypatch.setattr(once, "_millis", lambda: 10**12)
+    suffixes = iter(["ff" * 10, "ee" * 10, "00" * 10])
+    monkeypatch.setattr(once.secrets, "token_hex", lambda _n: next(suffixes))
     await store.add_items("s", [user("q")])
     await store.add_items("s", [assistant("a")])
     await store.clear_session("s")

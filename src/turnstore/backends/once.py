@@ -87,7 +87,9 @@ def once(
         return stored if replay is None else (yield from replay(stored))
     result = yield from op
     if ends_session:
-        yield Query("forget_operations", {"sid": session_id, "before": key})
+        # Every other key, not only older ones: keys written in the same millisecond as this
+        # one order by their random part.
+        yield Query("forget_other_operations", params)
     kept = keep(result) if keep is not None else result
     if kept is not None:
         # ASCII JSON: a popped item holding a lone surrogate stores and decodes unchanged.

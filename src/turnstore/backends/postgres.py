@@ -336,6 +336,8 @@ SQL: dict[str, str | None] = {
     # waits for it, then returns a row only if that transaction rolled back.
     "forget_operations": """
         DELETE FROM operations WHERE session_id = %(sid)s AND op_id < %(before)s""",
+    "forget_other_operations": """
+        DELETE FROM operations WHERE session_id = %(sid)s AND op_id <> %(key)s""",
     "claim_operation": """
         INSERT INTO operations (session_id, op_id) VALUES (%(sid)s, %(key)s)
         ON CONFLICT DO NOTHING RETURNING 1""",

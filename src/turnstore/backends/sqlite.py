@@ -383,6 +383,7 @@ SQL: dict[str, str | None] = {
         UPDATE sessions SET head_run_id = :head, updated_at = :now WHERE session_id = :sid""",
     # Write keys (backends/once.py): a claim returns a row only when the key is new.
     "forget_operations": "DELETE FROM operations WHERE session_id = :sid AND op_id < :before",
+    "forget_other_operations": "DELETE FROM operations WHERE session_id = :sid AND op_id <> :key",
     "claim_operation": """
         INSERT INTO operations (session_id, op_id) VALUES (:sid, :key)
         ON CONFLICT DO NOTHING RETURNING 1""",
