@@ -172,6 +172,10 @@ BAD_URLS = [
     "/sessions?after=" + cursor_of("created_at", "2026-01-01\u0000", "x"),
     "/sessions?after=" + cursor_of("created_at", 1, "x"),
     "/sessions?after=" + cursor_of("updated_at", "2026-01-01", "x"),  # another order
+    "/sessions/" + "x" * 1025,  # longer than any session id the store keeps
+    "/tools?session=" + "x" * 1025,
+    "/usage?user=" + "é" * 513,
+    "/sessions?user=" + "x" * 1025,
 ]
 
 

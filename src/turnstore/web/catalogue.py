@@ -38,7 +38,7 @@ def _pieces(snippet: str) -> list[tuple[str, bool]]:
 
 async def sessions_page(store: Store, params: Params, page_size: int) -> dict[str, Any]:
     """Newest sessions first, a page at a time, or the items matching a search."""
-    query, user, after = params.text("q"), params.text("user"), params.text("after")
+    query, user, after = params.text("q"), params.key("user"), params.text("after")
     values: dict[str, Any] = {"q": query or "", "user": user or "", "hits": None, "page": None}
     if query is not None:
         results = await store.search(query, limit=page_size)
@@ -59,7 +59,7 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
 
 async def tools_page(store: Store, params: Params) -> dict[str, Any]:
     """Per-tool statistics, the slowest calls and the latest failing ones."""
-    session_id, tool = params.text("session"), params.text("tool")
+    session_id, tool = params.key("session"), params.text("tool")
     stats = await store.tool_stats(session_id=session_id, tool_name=tool)
     failing = await store.tool_calls(
         session_id=session_id, tool_name=tool, status="failed", limit=LIST_LIMIT
@@ -82,7 +82,7 @@ def _total(usages: list[Usage]) -> Usage:
 
 async def usage_page(store: Store, params: Params) -> dict[str, Any]:
     """Tokens per UTC day as a chart, with totals and a breakdown by model."""
-    user = params.text("user")
+    user = params.key("user")
     days = await store.usage("day", user_id=user)
     by_model = await store.usage("model", user_id=user)
     points = fill_days(

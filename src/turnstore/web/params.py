@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..store import MAX_KEY_BYTES
+
 __all__ = ["MAX_ID", "Page", "Params", "whole_number"]
 
 MAX_ID = 2**63 - 1  # the largest id (and depth) either backend stores
@@ -30,6 +32,11 @@ def _integer(value: str) -> int | None:
         return None
     number = int(value)
     return number if number <= MAX_ID else None
+
+
+def _too_long(text: str) -> bool:
+    """Whether ``text`` is longer than any session or user id the store keeps."""
+    return len(text.encode("utf-8")) > MAX_KEY_BYTES
 
 
 def whole_number(name: str, value: str) -> int:
@@ -53,7 +60,7 @@ class Params:
         except UnicodeDecodeError:
             raise HTTPException(400, "the URL is not valid UTF-8") from None
         for value in request.path_params.values():
-            if isinstance(value, str) and _UNSAFE.search(value):
+            if isinstance(value, str) and (_UNSAFE.search(value) or _too_long(value)):
                 raise HTTPException(404, f"nothing at {request.url.path}")
         query = request.query_params
         for name, value in query.multi_items():
@@ -81,6 +88,14 @@ class Params:
         assert name in self._names, f"{name} is not a declared query parameter"
         value = self._query.get(name, "").strip()
         return value or None
+
+    def key(self, name: str) -> str | None:
+        """The query parameter ``name`` as a session or user id, None if absent or blank; a
+        value longer than any stored key is a 400."""
+        value = self.text(name)
+        if value is not None and _too_long(value):
+            raise HTTPException(400, f"{name} must be at most {MAX_KEY_BYTES} bytes in UTF-8")
+        return value
 
     def integer(self, name: str) -> int | None:
         """The query parameter ``name`` as an int in 0..MAX_ID, None if absent or blank."""
