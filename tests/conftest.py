@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,23 @@ def _no_trace_export() -> None:
     except ImportError:
         return
     set_tracing_disabled(True)
+
+
+@contextmanager
+def session_target(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh database of ``backend`` as the target a session is opened from; for Postgres a
+    database of its own (a session's URL names no schema, so it uses "public")."""
+    if backend == "sqlite-file":
+        yield str(tmp_path / "app.db")
+        return
+    require_postgres()
+    import psycopg
+
+    name = f"t_shared_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -10,6 +10,7 @@ import asyncio
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from builders import assistant, call, output, user
-from conftest import POSTGRES_URL, require_postgres, sql
+from conftest import POSTGRES_URL, require_postgres, session_target, sql
 from turnstore import (
     ClosedError,
     ConfigurationError,
@@ -134,13 +135,15 @@ def test_wrong_password_message_is_clear() -> None:
     assert "app@10.0.0.5:5432/prod" in str(error)
 
 
-def test_structured_session_opens_a_url() -> None:
-    require_postgres()
-    session = StructuredSession(f"ts-url-{uuid.uuid4().hex}", POSTGRES_URL)
-    try:
-        assert isinstance(session.store.backend, PostgresBackend)
-    finally:
-        session.close()
+def test_structured_session_opens_a_url(tmp_path: Path) -> None:
+    # A database of its own: the URL names no schema, and the shared "public" may hold
+    # another turnstore version's tables.
+    with session_target("postgres", tmp_path) as target:
+        session = StructuredSession(f"ts-url-{uuid.uuid4().hex}", target)
+        try:
+            assert isinstance(session.store.backend, PostgresBackend)
+        finally:
+            session.close()
 
 
 def test_postgres_scheme_alias(schema: str) -> None:

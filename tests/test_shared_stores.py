@@ -15,16 +15,13 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builders import user
-from conftest import POSTGRES_URL, require_postgres
+from conftest import session_target
 from turnstore import ClosedError, StructuredSession, _shared
 
 LEAK_SCRIPT = """
@@ -66,26 +63,6 @@ def run_leak_script(target: str, count: int, env: dict[str, str] | None = None) 
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no "Task was destroyed", no "Event loop is closed"
     return json.loads(proc.stdout)
-
-
-@contextmanager
-def session_target(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh database of ``backend`` as the target a session is opened from; for Postgres a
-    database of its own (a session's URL names no schema, so it uses "public")."""
-    if backend == "sqlite-file":
-        yield str(tmp_path / "app.db")
-        return
-    require_postgres()
-    import psycopg
-
-    name = f"t_shared_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def test_ten_thousand_unclosed_sqlite_sessions_leave_threads_and_descriptors_flat(
