@@ -769,6 +769,29 @@ async def test_search_never_fails_on_user_syntax(store: Store, query: str) -> No
     assert await sql(store, "SELECT count(*) FROM items") == [(2,)]
 
 
+QUOTED_WORDS = [
+    # A text stored and a search for it: real words whose quote characters must reach the
+    # engine escaped (FTS5 doubles '"'; a tsquery lexeme doubles "'" and escapes "\\").
+    pytest.param('a 12" pizza, please', '12"', id="inch-mark"),
+    pytest.param('a 12" pizza, please', '12" pizza', id="inch-mark-phrase"),
+    pytest.param('she said "hi"there', 'said "hi"there', id="quote-inside-a-word"),
+    pytest.param("saved in C:\\Users\\bob\\ today", "bob\\", id="trailing-backslash"),
+    pytest.param("saved in C:\\Users\\bob\\ today", "C:\\Users\\bob\\", id="windows-path"),
+    pytest.param("ask O'Brien first", "O'Brien", id="apostrophe"),
+    pytest.param("ask O'Brien first", "O'Brien*", id="apostrophe-prefix"),
+    pytest.param("ask O'Brien first", "'O'Brien' first", id="quoted-apostrophe-phrase"),
+]
+
+
+@pytest.mark.parametrize(("text", "query"), QUOTED_WORDS)
+async def test_search_finds_words_written_with_quote_characters(
+    store: Store, text: str, query: str
+) -> None:
+    await store.add_items("found", [user(text)])
+    await store.add_items("other", [user("nothing to see here, Users")])
+    assert [hit.session_id for hit in await store.search(query)] == ["found"]
+
+
 async def test_search_treats_operators_as_text(store: Store) -> None:
     await store.add_items("s", [user("the NEAR operator and AND gates")])
     assert len(await store.search("NEAR")) == 1

@@ -666,15 +666,24 @@ async def test_item_columns(store: Store) -> None:
     assert list((await session.get_items(1))[0]) == ["type", "payload", "z"]
 
 
-async def test_tool_call_pairs_with_its_output_in_one_batch(store: Store) -> None:
+@pytest.mark.parametrize(
+    "outputs_first",
+    # Both orders, so that pairing by position (last call in, first out) cannot pass.
+    [pytest.param("c2", id="reverse-order"), pytest.param("c1", id="call-order")],
+)
+async def test_tool_call_pairs_with_its_output_in_one_batch(
+    store: Store, outputs_first: str
+) -> None:
     session = StructuredSession("s", store)
     await session.add_items([user("q")])
+    answers = {"c1": output("c1", "3"), "c2": output("c2", "12")}
+    later = "c1" if outputs_first == "c2" else "c2"
     await session.add_items(
         [
             call("c1", "add", '{"a": 1, "b": 2}'),
             call("c2", "mul", '{"a": 3, "b": 4}'),
-            output("c2", "12"),
-            output("c1", "3"),
+            answers[outputs_first],
+            answers[later],
         ]
     )
     rows = await sql(
@@ -685,9 +694,10 @@ async def test_tool_call_pairs_with_its_output_in_one_batch(store: Store) -> Non
         " JOIN items c ON c.id = t.call_item_id JOIN items o ON o.id = t.output_item_id"
         " ORDER BY t.call_id",
     )
+    position = {outputs_first: 3, later: 4}
     assert rows == [
-        ("c1", "add", "function", '{"a": 1, "b": 2}', "3", "completed", 1, 4, "q"),
-        ("c2", "mul", "function", '{"a": 3, "b": 4}', "12", "completed", 2, 3, "q"),
+        ("c1", "add", "function", '{"a": 1, "b": 2}', "3", "completed", 1, position["c1"], "q"),
+        ("c2", "mul", "function", '{"a": 3, "b": 4}', "12", "completed", 2, position["c2"], "q"),
     ]
     completed = await sql(store, "SELECT count(*) FROM tool_calls WHERE completed_at IS NULL")
     assert completed == [(0,)]
@@ -708,6 +718,43 @@ async def test_tool_output_in_a_later_batch_completes_its_call(store: Store) -> 
     assert rows == [("c1", "delete", '{"id": 7}', "deleted", "completed", "function_call_output")]
     assert await sql(store, "SELECT count(*) FROM tool_calls") == [(1,)]
     assert await sql(store, "SELECT assistant_message FROM runs") == [("Done.",)]
+
+
+async def test_an_output_completes_the_newest_open_call_of_its_call_id(store: Store) -> None:
+    # Call ids repeat across runs (some models number them per response): an output answers
+    # the latest call that has none, not an older one left unanswered.
+    session = StructuredSession("s", store)
+    await session.add_items([user("q1"), call("c1", "lookup", '{"n": 1}')])
+    await session.add_items([user("q2"), call("c1", "lookup", '{"n": 2}')])
+    await session.add_items([output("c1", "second")])
+    rows = await sql(
+        store,
+        "SELECT r.user_message, t.arguments, t.output, t.status FROM tool_calls t"
+        " JOIN runs r ON r.id = t.run_id ORDER BY t.id",
+    )
+    assert rows == [
+        ("q1", '{"n": 1}', None, "pending"),
+        ("q2", '{"n": 2}', "second", "completed"),
+    ]
+
+
+async def test_an_output_never_completes_another_sessions_call(store: Store) -> None:
+    # The same call_id open in two sessions, the other session's call the newer one.
+    mine, theirs = StructuredSession("mine", store), StructuredSession("theirs", store)
+    await mine.add_items([user("q"), call("c1", "mine")])
+    await theirs.add_items([user("q"), call("c1", "theirs")])
+    await mine.add_items([output("c1", "my answer")])
+    # A session with no such call gets an output-only row, and completes nobody's call.
+    await StructuredSession("third", store).add_items([output("c1", "stray")])
+    rows = await sql(
+        store,
+        "SELECT session_id, tool_name, output, status FROM tool_calls ORDER BY session_id",
+    )
+    assert rows == [
+        ("mine", "mine", "my answer", "completed"),
+        ("theirs", "theirs", None, "pending"),
+        ("third", None, "stray", "completed"),
+    ]
 
 
 async def test_output_without_a_known_call_still_gets_a_row(store: Store) -> None:

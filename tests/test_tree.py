@@ -632,6 +632,36 @@ async def test_a_stale_expected_head_is_a_conflict(
     assert await path(mine) == ["q1", "q2", "q3"]
 
 
+@pytest.mark.parametrize("operation", ["edit", "regenerate", "rewind", "checkout", "delete"])
+async def test_expected_head_none_is_the_empty_path(store: Store, operation: str) -> None:
+    session = StructuredSession("s", store)
+    r1, r2 = await converse(session, "q1", "q2")
+    moves: dict[str, Any] = {
+        "edit": lambda: session.edit(r1, "edited", expected_head=None),
+        "regenerate": lambda: session.regenerate(r1, expected_head=None),
+        "rewind": lambda: session.rewind(r2, expected_head=None),
+        "checkout": lambda: session.checkout(r2, expected_head=None),
+        "delete": lambda: session.delete_branch(r2, expected_head=None),
+    }
+    # None is a head like any other: here the path is not empty, so it is stale.
+    before = await snapshot(store)
+    with pytest.raises(ConflictError, match="another writer moved it first"):
+        await moves[operation]()
+    assert await snapshot(store) == before
+    # Once the path is empty (the head rewound past the root), None is the head seen.
+    await session.rewind(r1, expected_head=r2)
+    assert await head(store) is None
+    await moves[operation]()
+    expected = {
+        "edit": ["edited"],
+        "regenerate": ["q1"],
+        "rewind": ["q1"],
+        "checkout": ["q1", "q2"],
+        "delete": [],
+    }
+    assert await path(session) == expected[operation]
+
+
 async def test_run_ids_rise_along_every_branch(store: Store) -> None:
     # SQLite reads a path in run-id order (sqlite.SQL["path_items"]): that must be depth order.
     session = StructuredSession("s", store)
