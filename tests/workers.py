@@ -145,3 +145,23 @@ def killed_writer_process(
         await store.backend.run(op, write=True)
 
     asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------
+# Adopting a SQLiteSession file from several processes at once
+
+
+def adopting_process(path: str, session_ids: list[str], start: Any) -> None:
+    """Wait for the others, then read each session through ``StructuredSession``."""
+    from turnstore import StructuredSession
+
+    async def main() -> None:
+        for session_id in session_ids:
+            session = StructuredSession(session_id, path)
+            try:
+                await session.get_items()
+            finally:
+                await session.aclose()
+
+    start.wait()
+    asyncio.run(main())

@@ -4,6 +4,7 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
+from ._adopt import adopt_sdk_sessions
 from .backends.once import new_operation_id
 from .errors import (
     ClosedError,
@@ -71,6 +72,7 @@ __all__ = [
     "TurnstoreError",
     "Usage",
     "UsageRow",
+    "adopt_sdk_sessions",
     "migrate",
     "new_operation_id",
 ]

@@ -40,11 +40,12 @@ from .errors import (
     TurnstoreError,
 )
 from .items import classify
-from .model import NewRun, Usage
+from .model import NewRun, Run, Usage
 from .store import Store
 
 __all__ = [
     "ImportSummary",
+    "MergePlan",
     "MergeResult",
     "Source",
     "SourceRun",
@@ -52,6 +53,7 @@ __all__ = [
     "import_source",
     "merge_session",
     "open_source",
+    "plan_merge",
 ]
 
 SOURCE_KINDS = ("auto", "sqlite", "sqlalchemy", "jsonl", "json")
@@ -283,6 +285,10 @@ class _SQLiteSource(Source):
         )
         self.skipped = sum(count for sid, count in rows if isinstance(sid, bytes))
         return [str(sid) for sid, _ in rows if not isinstance(sid, bytes)]
+
+    async def aclose(self) -> None:
+        """Close the read-only connection."""
+        self._conn.close()
 
     async def total_items(self) -> int:
         """Rows of the messages table."""
@@ -676,8 +682,39 @@ async def merge_session(
     """
     sid = source.session_id
     info = await store.session(sid)
+    plan = plan_merge(source, await store.tree(sid) if info is not None else ())
+    if on_items is not None and plan.present:
+        on_items(plan.present)
+    follow = bool(plan.runs) or info is None or info.head_run_id is None
+    await _write(store, sid, plan.runs, chunk_items, on_items, head=plan.head if follow else None)
+    if follow and plan.stored_head is not None:
+        await store.move_head(sid, plan.stored_head, to_parent=False)
+    return MergeResult(
+        existed=info is not None,
+        runs=len(plan.runs),
+        items=sum(len(r.items) for r in plan.runs),
+        present=plan.present,
+    )
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What merging a source session into a stored one adds (``plan_merge``)."""
+
+    runs: list[NewRun]  # the runs to add, parents first
+    head: int | None  # the index in ``runs`` of the source's head, if it is a new run
+    stored_head: int | None  # else the stored run that holds it
+    present: int  # items the store already holds
+
+
+def plan_merge(source: SourceSession, tree: Iterable[tuple[Run, list[Any]]]) -> MergePlan:
+    """The runs of ``source`` that the stored session ``tree`` (``Store.tree``) lacks.
+
+    A run already stored at the same place with the same items is reused, a stored leaf run
+    whose items are a prefix of the source run's is extended, anything else is new.
+    """
     children: dict[int | None, list[_Stored]] = {}
-    for stored_run, items in await store.tree(sid) if info is not None else ():
+    for stored_run, items in tree:
         children.setdefault(stored_run.parent_id, []).append(_Stored(stored_run.id, items))
     for stored_list in children.values():
         for stored in stored_list:
@@ -718,22 +755,12 @@ async def merge_session(
             new_runs.append(
                 NewRun(run.items, parent_id=parent_id, usage=run.usage, created_at=run.created_at)
             )
-    if on_items is not None and present:
-        on_items(present)
-
-    new_head: int | None = None  # the index in new_runs of the run to become the head
-    stored_head: int | None = None  # or the stored run
-    if source.head is not None and (new_runs or info is None or info.head_run_id is None):
-        new_head = at_new.get(id(source.head))
-        stored_head = at_stored.get(id(source.head))
-    await _write(store, sid, new_runs, chunk_items, on_items, head=new_head)
-    if stored_head is not None:
-        await store.move_head(sid, stored_head, to_parent=False)
-    return MergeResult(
-        existed=info is not None,
-        runs=len(new_runs),
-        items=sum(len(r.items) for r in new_runs),
-        present=present,
+    head = id(source.head) if source.head is not None else None
+    return MergePlan(
+        new_runs,
+        at_new.get(head) if head is not None else None,
+        at_stored.get(head) if head is not None else None,
+        present,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from . import _shared
+from . import _adopt, _shared
 from .backends.append import SessionPatch
 from .backends.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
@@ -192,6 +192,7 @@ class StructuredSession:
         self._recorder: Recorder | None = None
         self._hooks: SessionHooks | None = None
         self._closed = False
+        self._adopted = False
         self._lease: _shared.Lease | None = None
         if isinstance(db, Store):
             self._store = db
@@ -221,6 +222,15 @@ class StructuredSession:
             self._lease = self._lease_store()
         return self._store
 
+    async def _ready(self) -> Store:
+        """The store, once this session's history in the SDK's own tables of the same file
+        (a ``SQLiteSession`` file) is adopted: see the README, "Switching from SQLiteSession"."""
+        store = self.store
+        if not self._adopted:
+            await _adopt.adopt(store, self.session_id)
+            self._adopted = True
+        return store
+
     # -- the SDK Session protocol ------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
@@ -231,7 +241,7 @@ class StructuredSession:
         ``limit=None`` falls back to ``session_settings.limit``, and then to everything. As
         with ``SQLiteSession``, 0 returns nothing and a negative limit everything.
         """
-        store = self.store
+        store = await self._ready()
         _call_of(wrapper, self.session_id, reading=True)
         if limit is None:
             limit = _settings_limit(self.session_settings)
@@ -250,7 +260,7 @@ class StructuredSession:
         calls" for what stays ambiguous. What ``hooks`` recorded since the last write, and the
         constructor's catalogue fields on the first write, are written in the same transaction.
         """
-        store = self.store
+        store = await self._ready()
         call = _call_of(wrapper, self.session_id, reading=False)
         usage = usage_of(wrapper)
         delta = usage if usage is None or call is None else _since(usage, call.counted)
@@ -285,12 +295,14 @@ class StructuredSession:
 
     async def pop_item(self, *, wrapper: Any = None) -> Any:
         """Remove and return the newest item of the active path, or None."""
-        return await self.store.pop_item(self.session_id)
+        store = await self._ready()
+        return await store.pop_item(self.session_id)
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete this conversation: every branch, run, item and tool call."""
+        store = await self._ready()  # adopted first: a cleared history is not adopted later
         try:
-            await self.store.clear_session(self.session_id)
+            await store.clear_session(self.session_id)
         except asyncio.CancelledError:  # raised only once the clear is stored (finish_write)
             self._pending_info = self._info
             raise
@@ -320,7 +332,7 @@ class StructuredSession:
         snapshot_type = _sdk_snapshot_type()
         if snapshot_type is None or not self._stores_verbatim():
             return None
-        store = self.store
+        store = await self._ready()
         tail = await store.history_tail(self.session_id, limit)
         if tail is None:
             return None
@@ -338,13 +350,15 @@ class StructuredSession:
         """
         if not self._stores_verbatim():
             return False
-        return await self.store.compact(self.session_id, items)
+        store = await self._ready()
+        return await store.compact(self.session_id, items)
 
     # -- the catalogue and run hooks -----------------------------------------------------------
 
     async def info(self) -> SessionInfo | None:
         """This session's catalogue entry (user, title, metadata, times), or None if unwritten."""
-        return await self.store.session(self.session_id)
+        store = await self._ready()
+        return await store.session(self.session_id)
 
     async def set_info(
         self,
@@ -365,7 +379,8 @@ class StructuredSession:
             title=given.title if given.title is not None else pending.title,
             metadata=given.metadata if given.metadata is not None else pending.metadata,
         )
-        result = await self.store.patch_session(self.session_id, merged)
+        store = await self._ready()
+        result = await store.patch_session(self.session_id, merged)
         self._pending_info = None
         return result
 
@@ -389,7 +404,8 @@ class StructuredSession:
     async def runs(self) -> list[Run]:
         """The runs of the active path, oldest first: its whole transcript, with the runs a
         compaction replaced (``status`` ``"compacted"``) and the compaction runs."""
-        return await self.store.runs(self.session_id)
+        store = await self._ready()
+        return await store.runs(self.session_id)
 
     async def edit(
         self,
@@ -407,37 +423,38 @@ class StructuredSession:
         """
         if new_input is None:  # the store reads None as "regenerate"; an edit needs a value
             raise InvalidOperationError("edit needs a new input: a str or a user message item")
-        return await self.store.fork(
-            self.session_id, run_id, new_input, expected_head=expected_head
-        )
+        store = await self._ready()
+        return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
 
     async def regenerate(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
         """Start a sibling of ``run_id`` with the same user message; it becomes the head."""
-        return await self.store.fork(self.session_id, run_id, None, expected_head=expected_head)
+        store = await self._ready()
+        return await store.fork(self.session_id, run_id, None, expected_head=expected_head)
 
     async def rewind(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id``'s parent: the next user message starts a sibling."""
-        await self.store.move_head(
-            self.session_id, run_id, to_parent=True, expected_head=expected_head
-        )
+        store = await self._ready()
+        await store.move_head(self.session_id, run_id, to_parent=True, expected_head=expected_head)
 
     async def checkout(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id`` (any run, on any branch)."""
-        await self.store.move_head(
-            self.session_id, run_id, to_parent=False, expected_head=expected_head
-        )
+        store = await self._ready()
+        await store.move_head(self.session_id, run_id, to_parent=False, expected_head=expected_head)
 
     async def branches(self) -> list[Branch]:
         """Every leaf of the tree, with its last user message; ``active`` if the head is on it."""
-        return await self.store.branches(self.session_id)
+        store = await self._ready()
+        return await store.branches(self.session_id)
 
     async def siblings(self, run_id: int) -> list[Run]:
         """``run_id`` and its alternatives, in creation order."""
-        return await self.store.siblings(self.session_id, run_id)
+        store = await self._ready()
+        return await store.siblings(self.session_id, run_id)
 
     async def delete_branch(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Remove ``run_id``, its descendants and the ancestors no other branch reaches."""
-        await self.store.delete_branch(self.session_id, run_id, expected_head=expected_head)
+        store = await self._ready()
+        await store.delete_branch(self.session_id, run_id, expected_head=expected_head)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

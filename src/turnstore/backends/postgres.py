@@ -329,6 +329,10 @@ SQL: dict[str, str | None] = {
         FOR UPDATE OF s""",
     # Locked by ensure_session, read by lock_head: see base.lock_session.
     "upsert_head": None,
+    # The SDK's SQLiteSession tables are adopted from SQLite files only (turnstore/_adopt.py).
+    "sdk_messages_table": None,
+    "sdk_adopted_ids": None,
+    "claim_sdk_adoption": None,
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s
         WHERE session_id = %(sid)s""",

@@ -326,6 +326,15 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (session_id, op_id)
         ) WITHOUT ROWID""",
     ],
+    # 8: the sessions of the Agents SDK's own tables (agent_messages, in the same file) whose
+    # history turnstore has adopted (turnstore/_adopt.py), each marked in the transaction that
+    # imported it, so that it is imported once. SQLite only: SQLiteSession writes only there.
+    [
+        """CREATE TABLE sdk_adopted (
+            session_id TEXT PRIMARY KEY,
+            adopted_at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 # The active path is walked from the head up through parent_id: each step is one primary-key
@@ -388,6 +397,13 @@ SQL: dict[str, str | None] = {
         INSERT INTO operations (session_id, op_id) VALUES (:sid, :key)
         ON CONFLICT DO NOTHING RETURNING 1""",
     "operation_result": "SELECT result FROM operations WHERE session_id = :sid AND op_id = :key",
+    # Adopting the SDK's SQLiteSession tables in the same file (turnstore/_adopt.py).
+    "sdk_messages_table": """
+        SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = 'agent_messages'""",
+    "sdk_adopted_ids": "SELECT session_id FROM sdk_adopted",
+    "claim_sdk_adoption": """
+        INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
+        ON CONFLICT DO NOTHING RETURNING 1""",
     "keep_operation_result": """
         UPDATE operations SET result = :result WHERE session_id = :sid AND op_id = :key""",
     "insert_run": """
