@@ -151,6 +151,9 @@ async def test_every_earlier_version_upgrades_with_its_data(
                 info = await upgraded.session("old")
                 assert info is not None
                 assert info.title == "Old"
+                # Old items are indexed for search, under the newest configuration: "there" is
+                # an english stop word that PostgreSQL's search dropped before migration 7.
+                assert [hit.role for hit in await upgraded.search("there")] == ["assistant"]
             # The upgraded database takes new writes on the old history.
             await upgraded.add_items("old", [user("again"), assistant("sure")])
             tail = await upgraded.get_items("old", limit=2)

@@ -262,7 +262,27 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (session_id, op_id)
         )""",
     ],
+    # 7: search with a text search configuration of our own, turnstore_english: english
+    # stemming without english's stop words, which made "it's", "the" or "to be" match
+    # nothing (FTS5 on SQLite drops no word). Re-adding the generated column re-indexes every
+    # item (a rewrite of the items table).
+    [
+        """CREATE TEXT SEARCH DICTIONARY turnstore_english_stem (
+            TEMPLATE = snowball, Language = english)""",
+        "CREATE TEXT SEARCH CONFIGURATION turnstore_english (COPY = english)",
+        """ALTER TEXT SEARCH CONFIGURATION turnstore_english
+            ALTER MAPPING REPLACE english_stem WITH turnstore_english_stem""",
+        "ALTER TABLE items DROP COLUMN search_vector",
+        """ALTER TABLE items ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
+            to_tsvector('turnstore_english'::regconfig, left(coalesce(text, ''), 100000)))
+            STORED""",
+        """CREATE INDEX items_search ON items USING gin (search_vector)
+        WITH (gin_pending_list_limit = 256)""",
+    ],
 ]
+
+# The text search configuration of items.search_vector, made by migration 7: searches use it too.
+TS_CONFIG = "turnstore_english"
 
 # Lookups by call_id and tool name, through the prefix indexes of migration 5.
 _CALL_ID_IS = "left(call_id, 256) = left(%(call_id)s, 256) AND call_id = %(call_id)s"
@@ -738,13 +758,13 @@ QUERY_SQL: dict[str, str | None] = {
     **{
         name: f"""
         SELECT h.id, h.session_id, h.run_id, h.type, h.role, h.created_at,
-            ts_headline('english', left(h.text, 100000), to_tsquery('english', %(tsq)s),
+            ts_headline('{TS_CONFIG}', left(h.text, 100000), to_tsquery('{TS_CONFIG}', %(tsq)s),
                         '{_HEADLINE}'),
             h.rank
         FROM (
             SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at, i.text,
                 {rank} AS rank
-            FROM items i, to_tsquery('english', %(tsq)s) q
+            FROM items i, to_tsquery('{TS_CONFIG}', %(tsq)s) q
             WHERE i.search_vector @@ q
               AND (%(sid)s::text IS NULL OR i.session_id = %(sid)s)
               AND (%(roles)s::jsonb IS NULL
