@@ -143,6 +143,7 @@ async def test_every_earlier_version_upgrades_with_its_data(
 
         upgraded = Store.open(target, **options)
         try:
+            assert upgraded.backend.found_version == (version or None)
             assert await _versions(upgraded) == list(range(1, newest + 1)), f"from {version}"
             if version >= 1:
                 assert await upgraded.get_items("old") == SEEDED_ITEMS, f"from {version}"
@@ -164,11 +165,14 @@ async def test_every_earlier_version_upgrades_with_its_data(
 
 async def test_reopening_the_newest_version_changes_nothing(databases: Databases) -> None:
     target, options = databases.new()
-    turnstore.migrate(target, **options)
-    turnstore.migrate(target, **options)
+    newest = len(_module(databases.backend).MIGRATIONS)
+    assert turnstore.migrate(target, **options) is None  # it held no turnstore schema
+    assert turnstore.migrate(target, **options) == newest  # the version it found
     with Store.open(target, **options) as store:
-        newest = len(_module(databases.backend).MIGRATIONS)
+        assert store.backend.found_version == newest
         assert await _versions(store) == list(range(1, newest + 1))
+    with Store.open(target, read_only=True, **options) as reader:
+        assert reader.backend.found_version == newest
 
 
 async def test_a_newer_schema_is_refused(databases: Databases) -> None:

@@ -200,6 +200,36 @@ async def test_schemas_are_separate_stores(schema: str) -> None:
         _drop(other)
 
 
+def _schema_exists(name: str) -> bool:
+    with _admin() as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]).fetchone()
+    return found is not None
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?schema={}", "?options=-csearch_path%3D{}", "?sslmode=disable&options=-c%20search_path%3D{}"],
+)
+async def test_a_url_names_the_schema(schema: str, query: str) -> None:
+    async with Store.open(POSTGRES_URL + query.format(schema)) as store:
+        await store.add_items("s", [user("in the URL's schema")])
+    with _admin() as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".items').fetchone() == (1,)
+    async with Store.open(POSTGRES_URL, schema=schema) as same:  # the keyword names it too
+        assert await same.get_items("s") == [user("in the URL's schema")]
+    async with Store.open(POSTGRES_URL + query.format(schema), schema=schema) as both:
+        assert await both.get_items("s") == [user("in the URL's schema")]
+
+
+def test_a_url_and_a_keyword_that_disagree_are_refused_untouched(schema: str) -> None:
+    with pytest.raises(ConfigurationError, match="but schema="):
+        Store.open(f"{POSTGRES_URL}?schema={schema}", schema=f"{schema}_b")
+    with pytest.raises(ConfigurationError, match="several schemas"):
+        Store.open(f"{POSTGRES_URL}?options=-csearch_path%3D{schema}%2Cpublic")
+    assert not _schema_exists(schema)
+    assert not _schema_exists(f"{schema}_b")
+
+
 def test_migrate_false_refuses_an_unmigrated_schema(schema: str) -> None:
     with pytest.raises(SchemaError, match="behind"):
         Store.open(POSTGRES_URL, schema=schema, migrate=False)

@@ -111,16 +111,12 @@ def _sqlite_file(target: str) -> Path | None:
     return None if path == ":memory:" else Path(path)
 
 
-def _inspect_sqlite(path: Path) -> tuple[set[str], int | None]:
-    """The tables of the SQLite file ``path`` and its turnstore schema version (None if it has
-    none), read without changing it. ``ConnectionFailedError`` if it is not a database."""
+def _sqlite_tables(path: Path) -> set[str]:
+    """The tables of the SQLite file ``path``, read without changing it.
+    ``ConnectionFailedError`` if it is not a database."""
     conn = _importers.connect_readonly(path)
     try:
-        tables = set(_importers.sqlite_tables(conn, path))
-        if "turnstore_schema" not in tables:
-            return tables, None
-        row = conn.execute("SELECT max(version) FROM turnstore_schema").fetchone()
-        return tables, int(row[0]) if row and row[0] is not None else 0
+        return set(_importers.sqlite_tables(conn, path))
     finally:
         conn.close()
 
@@ -140,7 +136,7 @@ def _check_database(target: str, *, create: bool) -> None:
         )
     if path.is_dir():
         raise ConnectionFailedError(f"{target} is a directory, not a database")
-    tables, _ = _inspect_sqlite(path)
+    tables = _sqlite_tables(path)
     if "turnstore_schema" in tables:
         return
     if not tables:
@@ -1167,8 +1163,7 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
 
     async def go() -> tuple[int | None, int]:
         _check_database(target, create=True)
-        before = _sqlite_schema_version(target)
-        await asyncio.to_thread(migrate_database, target)
+        before = await asyncio.to_thread(migrate_database, target)
         async with _open(target) as store:
             return before, await _schema_version(store)
 
@@ -1178,19 +1173,11 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
         return
     if before == version:
         change = f"already at version {version}"
-    elif before is None and _sqlite_file(target) is not None:
-        change = f"created at version {version}"
     elif before is None:
-        change = f"at version {version}"
+        change = f"created at version {version}"
     else:
         change = f"migrated from version {before} to {version}"
     _say(f"{escape(_shown(target))}: schema {change}, up to date.")
-
-
-def _sqlite_schema_version(target: str) -> int | None:
-    """The schema version of a SQLite target before migrating (None: new, or not SQLite)."""
-    path = _sqlite_file(target)
-    return None if path is None or not path.exists() else _inspect_sqlite(path)[1]
 
 
 async def _schema_version(store: Store) -> int:

@@ -843,12 +843,14 @@ class Store:
         await self.aclose()
 
 
-def migrate(target: str | os.PathLike[str], **options: Any) -> None:
-    """Create the database at ``target``, or bring its schema up to this turnstore's version.
+def migrate(target: str | os.PathLike[str], **options: Any) -> int | None:
+    """Create the database at ``target``, or bring its schema up to this turnstore's version;
+    return the version it was at (None: it held no turnstore schema).
 
     Opening a store does the same; this is the step for deployments (where the stores that
     serve traffic open with ``migrate=False``, on Postgres) and for scripts. Each migration and
     its version row land in one transaction; concurrent callers on Postgres take turns on an
     advisory lock, on SQLite on the write lock. Options are ``Store.open``'s.
     """
-    Store.open(target, **options).close()
+    with Store.open(target, **options) as store:
+        return store.backend.found_version

@@ -89,6 +89,9 @@ class Backend(Protocol):
     read_only: bool
     """Opened read-only: ``run(..., write=True)`` raises ``ReadOnlyError``."""
 
+    found_version: int | None
+    """The schema version the database had when opened (None: it held no turnstore schema)."""
+
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run the operation ``op()`` in one transaction and return its value.
 

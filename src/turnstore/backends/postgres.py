@@ -61,8 +61,9 @@ from ..errors import (
     TurnstoreError,
 )
 from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, Query, finish_write
+from .pg_url import DEFAULT_SCHEMA, check_schema, split_schema
 from .queries import ORDERS
-from .schema import migrate_step, pending_migrations
+from .schema import migrate_step, stored_version
 
 __all__ = ["MIGRATIONS", "SQL", "PostgresBackend", "now"]
 
@@ -958,7 +959,7 @@ class PostgresBackend:
         self,
         url: str | None = None,
         *,
-        schema: str = "public",
+        schema: str | None = None,
         pool: AsyncConnectionPool[Any] | None = None,
         min_size: int = 1,
         max_size: int = 10,
@@ -972,8 +973,10 @@ class PostgresBackend:
         """Open the database at ``url`` (or use ``pool``) and create or upgrade its schema.
 
         ``schema`` is the PostgreSQL schema that holds turnstore's tables (created if
-        missing). ``min_size``/``max_size`` size the pool; ``connect_timeout`` bounds each
-        connection attempt, ``pool_timeout`` the wait for a free connection. ``retries`` is how
+        missing): this, else the one the URL names (``?schema=NAME``, or libpq's
+        ``?options=-csearch_path%3DNAME``; see backends/pg_url.py), else ``public``.
+        ``min_size``/``max_size`` size the pool; ``connect_timeout`` bounds each connection
+        attempt, ``pool_timeout`` the wait for a free connection. ``retries`` is how
         many times a transiently failed operation is re-run. ``migrate=False`` never changes
         the schema and refuses a database that is not at this turnstore's version (for read
         replicas, or when migrations are a deployment step). ``read_only=True`` also never
@@ -981,15 +984,18 @@ class PostgresBackend:
         with ``ReadOnlyError``. ``connect_kwargs`` go to
         ``psycopg.AsyncConnection.connect`` (e.g. ``sslmode``, ``prepare_threshold``).
         """
-        if not isinstance(schema, str) or not schema or len(schema.encode()) > 63:
-            raise ConfigurationError(
-                f"schema must be a PostgreSQL identifier of 1 to 63 bytes, got {schema!r}"
-            )
+        if isinstance(url, str):
+            url, schema = split_schema(url, schema)
+        else:
+            schema = check_schema(DEFAULT_SCHEMA if schema is None else schema)
         if retries < 0 or min_size < 0 or max_size < max(min_size, 1):
             raise ConfigurationError(
                 "need retries >= 0 and 0 <= min_size <= max_size with max_size >= 1"
             )
         self.schema = schema
+        self.found_version: int | None = None
+        """The schema version found at opening (None: no turnstore schema); with a caller's
+        pool, known after the first operation."""
         self._retries = retries
         self.read_only = bool(read_only)
         self._migrate = migrate and not self.read_only
@@ -1089,7 +1095,10 @@ class PostgresBackend:
 
     async def _prepare_schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Create the schema if missing and bring it to the newest version (or check it)."""
-        pending = await self._transaction(conn, lambda: pending_migrations(MIGRATIONS), False)
+        self.found_version = await self._transaction(
+            conn, lambda: stored_version(MIGRATIONS), False
+        )
+        pending = len(MIGRATIONS) - (self.found_version or 0)
         if pending == 0:
             return
         if self.read_only:

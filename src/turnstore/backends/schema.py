@@ -1,4 +1,4 @@
-"""Migrations: apply a backend's schema history one step at a time, or count what is pending."""
+"""Migrations: apply a backend's schema history one step at a time, or read its version."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .base import Fetch, Op, Query
 
 __all__ = [
     "migrate_step",
-    "pending_migrations",
+    "stored_version",
 ]
 
 
@@ -43,14 +43,15 @@ def _schema_version(migrations: Sequence[Sequence[str]]) -> Op[int]:
     return version
 
 
-def pending_migrations(migrations: Sequence[Sequence[str]]) -> Op[int]:
-    """How many of ``migrations`` the database lacks, without writing anything.
+def stored_version(migrations: Sequence[Sequence[str]]) -> Op[int | None]:
+    """The database's schema version, read without writing anything; None when it holds no
+    turnstore schema (no version table, or no version in it). Refuses a schema newer than
+    ``migrations``.
 
     Lets a backend skip the migration lock when the schema is current, and open a read-only
-    replica; refuses a schema newer than ``migrations``.
+    replica.
     """
     row = yield Query("version_table_exists", fetch=Fetch.ONE)
     if row is None or not row[0]:
-        return len(migrations)
-    version = yield from _schema_version(migrations)
-    return len(migrations) - version
+        return None
+    return (yield from _schema_version(migrations)) or None

@@ -32,7 +32,7 @@ from ..errors import (
 )
 from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, finish_write
 from .queries import ORDERS
-from .schema import migrate_step, pending_migrations
+from .schema import migrate_step, stored_version
 
 __all__ = [
     "MIGRATIONS",
@@ -979,6 +979,8 @@ class SQLiteBackend:
         """
         self.path = str(path)
         self.read_only = bool(read_only)
+        self.found_version: int | None = None
+        """The schema version found at opening (None: no turnstore schema)."""
         self._lock = threading.Lock()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
@@ -1023,6 +1025,7 @@ class SQLiteBackend:
             raise _driver_error(exc, self.path) from exc
         # Foreign keys are off while migrating, as SQLite's table rebuilds require (dropping
         # the old table must not cascade), and on for everything after.
+        self.found_version = self._transaction(lambda: stored_version(MIGRATIONS), write=False)
         while self._transaction(lambda: migrate_step(MIGRATIONS, None), write=True):
             pass
         try:
@@ -1070,7 +1073,8 @@ class SQLiteBackend:
             raise SchemaError(
                 f"{self.path} is {what}, not a turnstore database: there is nothing to read"
             )
-        behind = self._transaction(lambda: pending_migrations(MIGRATIONS), write=False)
+        self.found_version = self._transaction(lambda: stored_version(MIGRATIONS), write=False)
+        behind = len(MIGRATIONS) - (self.found_version or 0)
         if behind:
             raise SchemaError(
                 f"{self.path}'s schema is {behind} migration(s) older than this turnstore: too "

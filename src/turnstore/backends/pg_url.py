@@ -1,0 +1,137 @@
+"""Which PostgreSQL schema a ``postgresql://`` URL names, so that one string can say it.
+
+Two spellings are read from the URL's query:
+
+- ``?schema=NAME``: turnstore's own parameter, taken verbatim (as ``schema=`` is) and removed
+  before the URL reaches libpq, which does not know it;
+- ``?options=-csearch_path%3DNAME``: libpq's, which ``psql`` and psycopg honour too, so the same
+  URL shows the same tables there. ``NAME`` follows PostgreSQL's rules: folded to lower case
+  unless double-quoted. It must name one schema: turnstore keeps its tables in one.
+
+No schema in the URL and none given: ``public``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote_plus
+
+from ..errors import ConfigurationError
+
+__all__ = ["DEFAULT_SCHEMA", "check_schema", "split_schema"]
+
+DEFAULT_SCHEMA = "public"
+
+
+def check_schema(schema: object) -> str:
+    """``schema`` if PostgreSQL can name a schema so (1 to 63 bytes, no NUL), else a
+    ConfigurationError."""
+    if (
+        not isinstance(schema, str)
+        or not schema
+        or "\x00" in schema
+        or len(schema.encode("utf-8", "surrogatepass")) > 63
+    ):
+        raise ConfigurationError(
+            f"schema must be a PostgreSQL identifier of 1 to 63 bytes, got {schema!r}"
+        )
+    return schema
+
+
+def split_schema(url: str, schema: str | None) -> tuple[str, str]:
+    """(the URL for libpq, the schema): the ``schema`` given, else the URL's, else ``public``.
+
+    A ConfigurationError when the URL names a schema twice or several at once, or one that
+    ``schema`` contradicts, or when the name is not a valid schema name.
+    """
+    base, sep, query = url.partition("?")
+    kept: list[str] = []
+    named: list[str] = []
+    for pair in query.split("&") if sep else []:
+        key, _, value = pair.partition("=")
+        decoded = unquote_plus(key)
+        if decoded == "schema":
+            named.append(unquote_plus(value))
+            continue
+        if decoded == "options":
+            found = _options_schema(unquote_plus(value))
+            if found is not None:
+                named.append(found)
+        kept.append(pair)
+    if len(set(named)) > 1:
+        raise ConfigurationError(
+            f"the PostgreSQL URL names schemas {' and '.join(map(repr, named))}: name one"
+        )
+    from_url = named[0] if named else None
+    if schema is not None and from_url is not None and schema != from_url:
+        raise ConfigurationError(
+            f"the PostgreSQL URL names schema {from_url!r} but schema={schema!r} was given: "
+            "name it once, or the same in both"
+        )
+    if schema is None:
+        schema = DEFAULT_SCHEMA if from_url is None else from_url
+    chosen = check_schema(schema)
+    return base + ("?" + "&".join(kept) if kept else ""), chosen
+
+
+def _options_schema(options: str) -> str | None:
+    """The schema a libpq ``options`` value sets with ``-c search_path=…``, or None."""
+    words = _words(options)
+    value: str | None = None
+    for index, word in enumerate(words):
+        if word == "-c":
+            setting = words[index + 1] if index + 1 < len(words) else ""
+        elif word.startswith(("-c", "--")):
+            setting = word[2:]
+        else:
+            continue
+        name, sep, text = setting.partition("=")
+        if sep and name.strip().lower().replace("-", "_") == "search_path":
+            value = text  # the last setting wins, as in the server
+    return None if value is None else _one_schema(value)
+
+
+def _words(options: str) -> list[str]:
+    """``options`` split as libpq splits it: at unescaped whitespace, ``\\`` escaping."""
+    words: list[str] = []
+    word: list[str] = []
+    escaped = False
+    for char in options:
+        if escaped:
+            word.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char.isspace():
+            if word:
+                words.append("".join(word))
+            word = []
+        else:
+            word.append(char)
+    if word:
+        words.append("".join(word))
+    return words
+
+
+def _one_schema(search_path: str) -> str:
+    """The one schema ``search_path`` names: unquoted names fold to lower case, as in SQL."""
+    entries: list[str] = []
+    entry: list[str] = []
+    quoted = False
+    for char in search_path:
+        if char == '"':
+            quoted = not quoted  # a doubled quote inside quotes toggles twice: kept below
+        if char == "," and not quoted:
+            entries.append("".join(entry))
+            entry = []
+        else:
+            entry.append(char)
+    entries.append("".join(entry))
+    if len(entries) != 1:
+        raise ConfigurationError(
+            f"the PostgreSQL URL's search_path {search_path!r} names several schemas; "
+            "turnstore keeps its tables in one: name it alone (or with ?schema=NAME)"
+        )
+    name = entries[0].strip()
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name.lower()
