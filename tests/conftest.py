@@ -1,7 +1,9 @@
 """Fixtures shared by the suite: every conformance test runs on every backend.
 
 ``store`` (and ``open_store``) are parametrised over a SQLite file, SQLite ``:memory:`` and
-PostgreSQL. Postgres is reached through ``TURNSTORE_TEST_POSTGRES_URL`` (default: the
+PostgreSQL; ``cli_target`` and ``new_target`` give the CLI's and the viewer's tests a database
+as one string (a SQLite file, or a Postgres URL naming a schema of its own), over the module's
+``target_backend``. Postgres is reached through ``TURNSTORE_TEST_POSTGRES_URL`` (default: the
 project's local server); each test gets a schema of its own, dropped afterwards. Without a
 server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 """
@@ -12,7 +14,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,12 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = [
     pytest.param("sqlite-file", id="sqlite-file"),
     pytest.param("sqlite-memory", id="sqlite-memory"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+# The backends a target string (the CLI's --db, the viewer's database) can name.
+TARGET_BACKENDS = [
+    pytest.param("sqlite-file", id="sqlite-file"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
 
@@ -125,8 +133,11 @@ def shared_loop_store(
         loop.close()
 
 
-async def sql(store: Store, statement: str, **params: Any) -> list[tuple[Any, ...]]:
-    """Run a read-only SQL statement on ``store``'s database, as a user would by hand.
+async def sql(
+    store: Store, statement: str, *, write: bool = False, **params: Any
+) -> list[tuple[Any, ...]]:
+    """Run a SQL statement on ``store``'s database, as a user would by hand (read-only unless
+    ``write``); the rows it returns (none for a write).
 
     Parameters are written ``{name}`` and bound in the backend's own placeholder style.
     """
@@ -136,11 +147,81 @@ async def sql(store: Store, statement: str, **params: Any) -> list[tuple[Any, ..
     text = statement.format(**{name: placeholder.format(name) for name in params})
 
     def op() -> Any:
-        rows = yield Query(text, params, Fetch.ALL, raw=True)
-        return [tuple(row) for row in rows]
+        rows = yield Query(text, params, Fetch.NONE if write else Fetch.ALL, raw=True)
+        return [] if write else [tuple(row) for row in rows]
 
-    result: list[tuple[Any, ...]] = await store.backend.run(op, write=False)
+    result: list[tuple[Any, ...]] = await store.backend.run(op, write=write)
     return result
+
+
+def target_sql(target: str, statement: str, *, write: bool = False, **params: Any) -> Any:
+    """``sql`` on the database ``target`` names, from synchronous code."""
+
+    async def go() -> Any:
+        async with Store.open(target) as store:
+            return await sql(store, statement, write=write, **params)
+
+    return asyncio.run(go())
+
+
+def postgres_target(schema: str) -> str:
+    """The test server's URL naming ``schema`` (turnstore's ``?schema=`` parameter)."""
+    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
+
+
+@contextmanager
+def database_target(backend: str, directory: Path) -> Iterator[str]:
+    """A fresh database of ``backend`` as the one string the CLI and the viewer take: a new
+    SQLite file in ``directory``, or a Postgres URL naming a schema of its own, dropped
+    afterwards."""
+    if backend == "sqlite-file":
+        yield str(directory / f"t_{uuid.uuid4().hex[:8]}.db")
+        return
+    require_postgres()
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield postgres_target(schema)
+    finally:
+        _drop_schema(schema)
+
+
+def target_exists(target: str) -> bool:
+    """Whether anything was created at ``target``: the SQLite file, or the Postgres schema."""
+    if "://" not in target:
+        return Path(target).exists()
+    import psycopg
+
+    schema = target.rsplit("schema=", 1)[1]
+    with psycopg.connect(POSTGRES_URL) as conn:
+        row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
+    return row is not None
+
+
+# What a command says of a target where no database is: no file, or a schema without tables.
+MISSING_DATABASE = {"sqlite-file": "no database at", "postgres": "holds no turnstore schema"}
+
+
+@pytest.fixture(scope="module", params=TARGET_BACKENDS)
+def target_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of a module's CLI and viewer tests. Module-scoped, so that the database a
+    module writes once and the fresh ones its tests make are of one backend."""
+    name: str = request.param
+    if name == "postgres":
+        require_postgres()
+    return name
+
+
+@pytest.fixture
+def new_target(target_backend: str, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """A factory of fresh databases (``database_target``) of the module's backend."""
+    with ExitStack() as stack:
+        yield lambda: stack.enter_context(database_target(target_backend, tmp_path))
+
+
+@pytest.fixture
+def cli_target(new_target: Callable[[], str]) -> str:
+    """A fresh database of the module's backend, as the CLI's --db takes it."""
+    return new_target()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -156,7 +237,7 @@ def _no_trace_export() -> None:
 @contextmanager
 def session_target(backend: str, tmp_path: Path) -> Iterator[str]:
     """A fresh database of ``backend`` as the target a session is opened from; for Postgres a
-    database of its own (a session's URL names no schema, so it uses "public")."""
+    database of its own, for a URL that names no schema (so it uses "public")."""
     if backend == "sqlite-file":
         yield str(tmp_path / "app.db")
         return

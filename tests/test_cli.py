@@ -4,7 +4,9 @@ The databases are written by the real Agents SDK ``Runner`` with ``ScriptedModel
 conversation of ``turnstore.demo`` through ``StructuredSession`` (and a branch made by
 ``edit``), and the same conversation through the SDK's own ``SQLiteSession``,
 ``AdvancedSQLiteSession`` (with two branches and per-turn usage) and ``SQLAlchemySession``
-for the importers.
+for the importers. Every command runs against a SQLite file and a PostgreSQL schema (the
+``target_backend`` of conftest.py); what only a file can show (sqlite:// URLs, the default
+``./turnstore.db``, files of another kind) runs on SQLite alone.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,15 @@ from agents.memory import SQLiteSession
 from agents.testing import assistant_message, function_call
 from typer.testing import CliRunner
 
+from conftest import (
+    MISSING_DATABASE,
+    POSTGRES_URL,
+    database_target,
+    target_exists,
+    target_sql,
+)
 from turnstore import Store, StructuredSession
-from turnstore.backends.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
+from turnstore.backends import postgres, sqlite
 from turnstore.cli import _shown, app
 from turnstore.demo import QUESTIONS, _agents, _scripted_model, run_demo
 
@@ -99,16 +108,15 @@ async def branch_paths(db: Path | str, session_id: str) -> list[list[Any]]:
         await store.aclose()
 
 
-def count(db: Path, table: str) -> int:
-    with sqlite3.connect(db) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+def count(db: str, table: str) -> int:
+    return int(target_sql(db, f"SELECT count(*) FROM {table}")[0][0])
 
 
 # ---------------------------------------------------------------------------------------------
 # Databases written by the Runner
 
 
-async def _write_branched(db: Path) -> None:
+async def _write_branched(db: str) -> None:
     """The demo conversation, then run 2 edited and continued: a fork with two branches."""
     model = _scripted_model()
     agent = _agents(model)
@@ -130,11 +138,25 @@ async def _write_branched(db: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_db(target_backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The demo session and a branched one, written by the Runner; tests only read it."""
-    db = tmp_path_factory.mktemp("demo") / "demo.db"
-    asyncio.run(run_demo(str(db)))
-    asyncio.run(_write_branched(db))
+    with database_target(target_backend, tmp_path_factory.mktemp("demo")) as db:
+        asyncio.run(run_demo(db))
+        asyncio.run(_write_branched(db))
+        yield db
+
+
+@pytest.fixture
+def small_file(tmp_path: Path) -> Path:
+    """A SQLite turnstore file of two sessions, for what only a file can show."""
+    db = tmp_path / "small.db"
+
+    async def write() -> None:
+        async with Store.open(db) as store:
+            for sid in ("one", "two"):
+                await store.add_items(sid, [{"role": "user", "content": sid}])
+
+    asyncio.run(write())
     return db
 
 
@@ -233,19 +255,21 @@ def test_every_command_has_help() -> None:
 
 
 def test_database_from_env_and_global_option(
-    demo_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    demo_db: str, monkeypatch: pytest.MonkeyPatch, cli_target: str
 ) -> None:
-    monkeypatch.setenv("TURNSTORE_DB", str(demo_db))
+    monkeypatch.setenv("TURNSTORE_DB", demo_db)
     assert [s["session_id"] for s in cli_json("sessions")["sessions"]] == ["branched", "demo"]
     # --db before the command, and after it, win over the environment.
-    other = tmp_path / "other.db"
-    cli("migrate", "--db", str(other))
-    assert cli_json("--db", str(other), "sessions")["sessions"] == []
-    assert cli_json("sessions", "--db", str(other))["sessions"] == []
+    cli("migrate", "--db", cli_target)
+    assert cli_json("--db", cli_target, "sessions")["sessions"] == []
+    assert cli_json("sessions", "--db", cli_target)["sessions"] == []
 
 
-def test_sqlite_url_targets(demo_db: Path, tmp_path: Path) -> None:
-    assert len(cli_json("sessions", "--db", f"sqlite:///{demo_db}")["sessions"]) == 2
+# SQLite only: sqlite:// URLs, the default file, and files that are not turnstore's.
+
+
+def test_sqlite_url_targets(small_file: Path, tmp_path: Path) -> None:
+    assert len(cli_json("sessions", "--db", f"sqlite:///{small_file}")["sessions"]) == 2
     missing = tmp_path / "missing.db"
     line = error_line(cli("sessions", "--db", f"sqlite:///{missing}", code=1))
     assert "no database at" in line
@@ -253,12 +277,12 @@ def test_sqlite_url_targets(demo_db: Path, tmp_path: Path) -> None:
 
 
 def test_default_database_is_turnstore_db_in_the_working_directory(
-    demo_db: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    small_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
     result = cli("sessions", code=1)
     assert "no database at turnstore.db" in error_line(result)
-    (tmp_path / "turnstore.db").write_bytes(demo_db.read_bytes())
+    small_file.rename(tmp_path / "turnstore.db")
     assert len(cli_json("sessions")["sessions"]) == 2
 
 
@@ -266,8 +290,10 @@ def test_default_database_is_turnstore_db_in_the_working_directory(
 # Errors: one line, non-zero status
 
 
-def test_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None:
-    missing = tmp_path / "missing.db"
+def test_missing_database_is_an_error_and_is_not_created(
+    cli_target: str, target_backend: str
+) -> None:
+    expected = MISSING_DATABASE[target_backend]
     for args in (
         ["sessions"],
         ["show", "demo"],
@@ -277,9 +303,9 @@ def test_missing_database_is_an_error_and_is_not_created(tmp_path: Path) -> None
         ["usage"],
         ["export", "demo"],
     ):
-        result = cli(*args, "--db", str(missing), code=1)
-        assert "no database at" in error_line(result)
-    assert not missing.exists()
+        result = cli(*args, "--db", cli_target, code=1)
+        assert expected in error_line(result)
+    assert not target_exists(cli_target)
 
 
 def test_not_a_database(tmp_path: Path, sqlite_session_db: Path) -> None:
@@ -315,20 +341,20 @@ def test_empty_database_file(tmp_path: Path) -> None:
     assert cli_json("sessions", "--db", str(empty))["sessions"] == []
 
 
-def test_unwritable_output(demo_db: Path, tmp_path: Path) -> None:
+def test_unwritable_output(demo_db: str, tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "dir" / "out.jsonl"
     line = error_line(cli("export", "demo", "-o", str(target), "--db", str(demo_db), code=1))
     assert "No such file or directory" in line
     assert str(target) in line
 
 
-def test_unknown_session(demo_db: Path) -> None:
+def test_unknown_session(demo_db: str) -> None:
     for args in (["show", "nope"], ["runs", "nope"], ["export", "nope"]):
         line = error_line(cli(*args, "--db", str(demo_db), code=1))
         assert line == "error: no session 'nope'"
 
 
-def test_bad_option_values(demo_db: Path) -> None:
+def test_bad_option_values(demo_db: str) -> None:
     db = str(demo_db)
     assert "ISO 8601" in error_line(cli("usage", "--since", "yesterday", "--db", db, code=1))
     assert "KEY=VALUE" in error_line(cli("sessions", "--meta", "oops", "--db", db, code=1))
@@ -342,7 +368,7 @@ def test_bad_option_values(demo_db: Path) -> None:
 # Reading commands on Runner-written stores
 
 
-def test_sessions(demo_db: Path) -> None:
+def test_sessions(demo_db: str) -> None:
     db = str(demo_db)
     page = cli_json("sessions", "--db", db)
     assert [s["session_id"] for s in page["sessions"]] == ["branched", "demo"]
@@ -358,8 +384,8 @@ def test_sessions(demo_db: Path) -> None:
     assert cli_json("sessions", "--user", "nobody", "--db", db)["sessions"] == []
 
 
-def test_sessions_metadata_filter(tmp_path: Path) -> None:
-    db = tmp_path / "meta.db"
+def test_sessions_metadata_filter(cli_target: str) -> None:
+    db = cli_target
 
     async def write() -> None:
         async with Store.open(db) as store:
@@ -381,7 +407,7 @@ def test_sessions_metadata_filter(tmp_path: Path) -> None:
     assert [s["session_id"] for s in by_user] == ["a"]
 
 
-def test_show_demo(demo_db: Path) -> None:
+def test_show_demo(demo_db: str) -> None:
     text = cli("show", "demo", "--db", str(demo_db)).stdout
     for expected in (
         "What's the weather in Paris?",
@@ -401,7 +427,7 @@ def test_show_demo(demo_db: Path) -> None:
     assert "branches" not in text.split("\n", 1)[1]  # one branch: no fork drawn
 
 
-def test_show_marks_branches(demo_db: Path) -> None:
+def test_show_marks_branches(demo_db: str) -> None:
     text = cli("show", "branched", "--db", str(demo_db)).stdout
     assert "⑂ 2 branches" in text
     assert "branch 1/2" in text
@@ -425,8 +451,8 @@ def test_show_marks_branches(demo_db: Path) -> None:
     assert tokyo["parent_id"] == by_user["And in Osaka?"]["parent_id"]  # siblings at the fork
 
 
-def test_show_clips_long_messages_unless_full(tmp_path: Path) -> None:
-    db = tmp_path / "long.db"
+def test_show_clips_long_messages_unless_full(cli_target: str) -> None:
+    db = cli_target
     long_text = "word " * 200
 
     async def write() -> None:
@@ -441,7 +467,7 @@ def test_show_clips_long_messages_unless_full(tmp_path: Path) -> None:
     assert full.count("word") >= 200
 
 
-def test_runs(demo_db: Path) -> None:
+def test_runs(demo_db: str) -> None:
     db = str(demo_db)
     active = cli_json("runs", "branched", "--db", db)
     assert [r["user_message"] for r in active] == ["What's the weather in Paris?", "And in Osaka?"]
@@ -459,7 +485,7 @@ def test_runs(demo_db: Path) -> None:
     assert "288" in text
 
 
-def test_tools(demo_db: Path) -> None:
+def test_tools(demo_db: str) -> None:
     db = str(demo_db)
     stats = {s["tool_name"]: s for s in cli_json("tools", "--session", "demo", "--db", db)}
     assert {name: s["calls"] for name, s in stats.items()} == {
@@ -482,7 +508,7 @@ def test_tools(demo_db: Path) -> None:
     assert "18°C" in cli("tools", "--calls", "--session", "demo", "--db", db).stdout
 
 
-def test_search(demo_db: Path) -> None:
+def test_search(demo_db: str) -> None:
     db = str(demo_db)
     hits = cli_json("search", "refund", "--db", db)
     assert {(h["session_id"], h["role"]) for h in hits} >= {("demo", "user"), ("demo", "assistant")}
@@ -500,7 +526,7 @@ def test_search(demo_db: Path) -> None:
     assert "No matches." in cli("search", "zebra", "--db", db).stdout
 
 
-def test_usage(demo_db: Path) -> None:
+def test_usage(demo_db: str) -> None:
     db = str(demo_db)
     rows = {r["key"]: r for r in cli_json("usage", "--db", db)}
     assert rows["demo"]["runs"] == 3
@@ -515,7 +541,7 @@ def test_usage(demo_db: Path) -> None:
     assert "864" in text
 
 
-def test_export_formats(demo_db: Path, tmp_path: Path) -> None:
+def test_export_formats(demo_db: str, tmp_path: Path) -> None:
     db = str(demo_db)
     lines = [json.loads(line) for line in cli("export", "demo", "--db", db).stdout.splitlines()]
     assert len(lines) == 14
@@ -542,28 +568,46 @@ def test_export_formats(demo_db: Path, tmp_path: Path) -> None:
 # Writing commands
 
 
-def test_migrate_creates_and_reports(tmp_path: Path) -> None:
-    db = tmp_path / "new.db"
-    report = cli_json("migrate", "--db", str(db))
+def migrations(target: str) -> list[list[str]]:
+    """The schema history of the backend ``target`` names."""
+    return (postgres if "://" in target else sqlite).MIGRATIONS
+
+
+def test_migrate_creates_and_reports(new_target: Callable[[], str]) -> None:
+    db = new_target()
+    report = cli_json("migrate", "--db", db)
     assert report["from_version"] is None
-    latest = len(SQLITE_MIGRATIONS)
+    latest = len(migrations(db))
     assert report["schema_version"] == latest
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT max(version) FROM turnstore_schema").fetchone()[0] == latest
-    assert cli_json("migrate", "--db", str(db))["from_version"] == latest  # idempotent
-    assert f"schema already at version {latest}" in cli("migrate", "--db", str(db)).stdout
-    assert "created at version" in cli("migrate", "--db", str(tmp_path / "other.db")).stdout
+    assert target_sql(db, "SELECT max(version) FROM turnstore_schema") == [(latest,)]
+    assert cli_json("migrate", "--db", db)["from_version"] == latest  # idempotent
+    assert f"schema already at version {latest}" in cli("migrate", "--db", db).stdout
+    assert f"created at version {latest}" in cli("migrate", "--db", new_target()).stdout
 
 
-def test_migrate_upgrades_an_older_database(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
-    with sqlite3.connect(db) as conn:  # a database left at version 1
-        for statement in SQLITE_MIGRATIONS[0]:
-            conn.execute(statement)
-        conn.execute("CREATE TABLE turnstore_schema (version INTEGER PRIMARY KEY, applied_at TEXT)")
-        conn.execute("INSERT INTO turnstore_schema VALUES (1, 'then')")
-    text = cli("migrate", "--db", str(db)).stdout
-    assert f"migrated from version 1 to {len(SQLITE_MIGRATIONS)}" in text
+def _leave_at_version_one(target: str) -> None:
+    """A database at ``target`` as the first turnstore left it: schema version 1."""
+    if "://" not in target:
+        with sqlite3.connect(target) as conn:
+            for statement in [*sqlite.MIGRATIONS[0], str(sqlite.SQL["create_version_table"])]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO turnstore_schema (version) VALUES (1)")
+        return
+    import psycopg
+
+    schema = target.rsplit("schema=", 1)[1]
+    with psycopg.connect(POSTGRES_URL) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET LOCAL search_path TO "{schema}"')
+        for statement in [*postgres.MIGRATIONS[0], str(postgres.SQL["create_version_table"])]:
+            conn.execute(statement)  # type: ignore[call-overload]
+        conn.execute("INSERT INTO turnstore_schema (version) VALUES (1)")
+
+
+def test_migrate_upgrades_an_older_database(cli_target: str) -> None:
+    _leave_at_version_one(cli_target)
+    text = cli("migrate", "--db", cli_target).stdout
+    assert f"migrated from version 1 to {len(migrations(cli_target))}" in text
 
 
 def test_urls_are_printed_without_their_password() -> None:
@@ -572,8 +616,8 @@ def test_urls_are_printed_without_their_password() -> None:
     assert _shown("conversations.db") == "conversations.db"
 
 
-def test_demo(tmp_path: Path) -> None:
-    db = tmp_path / "demo.db"
+def test_demo(cli_target: str) -> None:
+    db = cli_target
     text = cli("demo", "--db", str(db)).stdout
     assert "Wrote session demo (3 runs)" in text
     report = cli_json("demo", "--session", "again", "--db", str(db))
@@ -588,8 +632,8 @@ def test_demo(tmp_path: Path) -> None:
 # import
 
 
-def test_import_sqlite_session(sqlite_session_db: Path, tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
+def test_import_sqlite_session(sqlite_session_db: Path, cli_target: str) -> None:
+    db = cli_target
     summary = cli_json("import", str(sqlite_session_db), "--db", str(db))
     assert summary["kind"] == "sqlite"
     assert (summary["sessions"], summary["new_sessions"], summary["runs"], summary["items"]) == (
@@ -624,8 +668,8 @@ def test_import_sqlite_session(sqlite_session_db: Path, tmp_path: Path) -> None:
     assert asyncio.run(store_items(db, "custom")) == custom
 
 
-def test_second_import_is_a_no_op(sqlite_session_db: Path, tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
+def test_second_import_is_a_no_op(sqlite_session_db: Path, cli_target: str) -> None:
+    db = cli_target
     cli("import", str(sqlite_session_db), "--db", str(db))
     counts = {t: count(db, t) for t in ("sessions", "runs", "items", "tool_calls")}
     shape = asyncio.run(tree_shape(db, "plain"))
@@ -643,9 +687,9 @@ def test_second_import_is_a_no_op(sqlite_session_db: Path, tmp_path: Path) -> No
     assert "0 runs and 0 items added, 14 items already present" in text
 
 
-def test_import_adds_only_what_the_source_gained(tmp_path: Path) -> None:
+def test_import_adds_only_what_the_source_gained(tmp_path: Path, cli_target: str) -> None:
     source = tmp_path / "sdk.db"
-    db = tmp_path / "t.db"
+    db = cli_target
     model = _scripted_model()
     agent = _agents(model)
 
@@ -668,10 +712,10 @@ def test_import_adds_only_what_the_source_gained(tmp_path: Path) -> None:
     assert [r["id"] for r in cli_json("runs", "grow", "--db", str(db))][:2] == run_ids
 
 
-def test_import_resumes_a_run_that_grew(tmp_path: Path) -> None:
+def test_import_resumes_a_run_that_grew(tmp_path: Path, cli_target: str) -> None:
     """A stored leaf run that holds the start of the source's run is extended, not forked."""
     source = tmp_path / "sdk.db"
-    db = tmp_path / "t.db"
+    db = cli_target
     first = [
         {"role": "user", "content": "hi"},
         {
@@ -704,10 +748,10 @@ def test_import_resumes_a_run_that_grew(tmp_path: Path) -> None:
 
 
 def test_import_advanced_sqlite_session_with_branches(
-    advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+    advanced_db: tuple[Path, dict[str, list[Any]]], cli_target: str
 ) -> None:
     source, sdk_branches = advanced_db
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = cli_json("import", str(source), "--db", str(db))
     assert summary["kind"] == "advanced-sqlite"
     # main: 3 runs; osaka shares run 1 and adds 1; rome shares runs 1-2 and adds 1.
@@ -744,10 +788,10 @@ def test_import_advanced_sqlite_session_with_branches(
 
 
 def test_show_of_an_imported_advanced_session(
-    advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+    advanced_db: tuple[Path, dict[str, list[Any]]], cli_target: str
 ) -> None:
     source, _ = advanced_db
-    db = tmp_path / "t.db"
+    db = cli_target
     cli("import", str(source), "--db", str(db))
     text = cli("show", "adv", "--db", str(db)).stdout
     assert text.count("⑂ 2 branches") == 2
@@ -755,8 +799,10 @@ def test_show_of_an_imported_advanced_session(
     assert "Weather in Rome?" in text
 
 
-def test_import_only_named_sessions(sqlite_session_db: Path, tmp_path: Path) -> None:
-    db = tmp_path / "t.db"
+def test_import_only_named_sessions(
+    sqlite_session_db: Path, tmp_path: Path, cli_target: str
+) -> None:
+    db = cli_target
     sdk = tmp_path / "two.db"
 
     async def write() -> None:
@@ -775,7 +821,7 @@ def test_import_only_named_sessions(sqlite_session_db: Path, tmp_path: Path) -> 
     assert "holds no session 'three'" in line
 
 
-def test_import_sqlalchemy_session(tmp_path: Path) -> None:
+def test_import_sqlalchemy_session(tmp_path: Path, cli_target: str) -> None:
     from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
 
     source = tmp_path / "alchemy.db"
@@ -790,7 +836,7 @@ def test_import_sqlalchemy_session(tmp_path: Path) -> None:
             await session.engine.dispose()
 
     expected = asyncio.run(write())
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = cli_json("import", url, "--db", str(db))
     assert (summary["kind"], summary["sessions"], summary["items"]) == ("sqlalchemy", 1, 14)
     assert asyncio.run(store_items(db, "alchemy")) == expected
@@ -804,16 +850,26 @@ def test_import_sqlalchemy_session(tmp_path: Path) -> None:
     assert "nope" in line
 
 
+def test_a_turnstore_file_is_not_an_sdk_source(small_file: Path, cli_target: str) -> None:
+    line = error_line(
+        cli("import", str(small_file), "--from", "sqlite", "--db", cli_target, code=1)
+    )
+    assert "turnstore database" in line
+    assert not target_exists(cli_target)
+
+
 def test_export_then_import_reproduces_the_tree(
-    demo_db: Path, advanced_db: tuple[Path, dict[str, list[Any]]], tmp_path: Path
+    demo_db: str,
+    advanced_db: tuple[Path, dict[str, list[Any]]],
+    tmp_path: Path,
+    new_target: Callable[[], str],
 ) -> None:
     source, _ = advanced_db
-    first = tmp_path / "first.db"
+    first = new_target()
     cli("import", str(source), "--db", str(first))
-    cli("import", str(demo_db), "--from", "sqlite", "--db", str(first), code=1)  # a turnstore db
     exported = tmp_path / "adv.jsonl"
     cli("export", "adv", "-o", str(exported), "--db", str(first))
-    copy = tmp_path / "copy.db"
+    copy = new_target()
     summary = cli_json("import", str(exported), "--db", str(copy))
     assert (summary["kind"], summary["runs"], summary["items"]) == ("jsonl", 5, 20)
     original, copied = (asyncio.run(tree_shape(db, "adv")) for db in (first, copy))
@@ -827,13 +883,13 @@ def test_export_then_import_reproduces_the_tree(
     # The JSON document carries usage and the head as well: the same tree exactly.
     document = tmp_path / "adv.json"
     cli("export", "adv", "-f", "json", "-o", str(document), "--db", str(first))
-    exact = tmp_path / "exact.db"
+    exact = new_target()
     assert cli_json("import", str(document), "--db", str(exact))["kind"] == "json"
     assert asyncio.run(tree_shape(exact, "adv")) == original
     # Branched sessions written by the Runner round-trip too, several sessions in one file.
     both = tmp_path / "both.jsonl"
     cli("export", "-o", str(both), "--db", str(demo_db))
-    again = tmp_path / "again.db"
+    again = new_target()
     assert cli_json("import", str(both), "--db", str(again))["sessions"] == 2
     for sid in ("demo", "branched"):
         a, b = asyncio.run(tree_shape(demo_db, sid)), asyncio.run(tree_shape(again, sid))
@@ -843,8 +899,8 @@ def test_export_then_import_reproduces_the_tree(
     )
 
 
-def test_import_errors(tmp_path: Path, sqlite_session_db: Path) -> None:
-    db = str(tmp_path / "t.db")
+def test_import_errors(tmp_path: Path, cli_target: str, sqlite_session_db: Path) -> None:
+    db = cli_target
     line = error_line(cli("import", str(tmp_path / "nope.db"), "--db", db, code=1))
     assert "no such file" in line
     text = tmp_path / "notes.txt"
@@ -866,10 +922,10 @@ def test_import_errors(tmp_path: Path, sqlite_session_db: Path) -> None:
     )
     assert "no run whose parent" in error_line(cli("import", str(orphan), "--db", db, code=1))
     # A source is read before the store is opened: nothing was created.
-    assert not Path(db).exists()
+    assert not target_exists(db)
 
 
-def test_import_skips_rows_the_sdk_cannot_return(tmp_path: Path) -> None:
+def test_import_skips_rows_the_sdk_cannot_return(tmp_path: Path, cli_target: str) -> None:
     source = tmp_path / "sdk.db"
 
     async def write() -> list[Any]:
@@ -885,7 +941,7 @@ def test_import_skips_rows_the_sdk_cannot_return(tmp_path: Path) -> None:
         conn.execute(
             "INSERT INTO agent_messages (session_id, message_data) VALUES ('s', '{corrupt')"
         )
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = cli_json("import", str(source), "--db", str(db))
     assert (summary["items"], summary["skipped"]) == (1, 1)
     assert asyncio.run(store_items(db, "s")) == write_items
@@ -907,7 +963,9 @@ def unicode_items() -> Iterator[list[Any]]:
     ]
 
 
-def test_import_keeps_odd_values_verbatim(tmp_path: Path, unicode_items: list[Any]) -> None:
+def test_import_keeps_odd_values_verbatim(
+    tmp_path: Path, cli_target: str, unicode_items: list[Any]
+) -> None:
     source = tmp_path / "sdk.db"
 
     async def write() -> list[Any]:
@@ -919,7 +977,7 @@ def test_import_keeps_odd_values_verbatim(tmp_path: Path, unicode_items: list[An
             session.close()
 
     expected = asyncio.run(write())
-    db = tmp_path / "t.db"
+    db = cli_target
     cli("import", str(source), "--db", str(db))
     got = asyncio.run(store_items(db, "odd"))
     assert got == expected
@@ -927,7 +985,7 @@ def test_import_keeps_odd_values_verbatim(tmp_path: Path, unicode_items: list[An
 
 
 @pytest.mark.postgres
-def test_import_sqlalchemy_session_from_postgres(tmp_path: Path) -> None:
+def test_import_sqlalchemy_session_from_postgres(cli_target: str) -> None:
     import uuid
 
     import psycopg
@@ -951,7 +1009,7 @@ def test_import_sqlalchemy_session_from_postgres(tmp_path: Path) -> None:
 
     try:
         expected = asyncio.run(write())
-        db = tmp_path / "t.db"
+        db = cli_target
         args = ("import", url, "--messages-table", tables["messages_table"], "--db", str(db))
         summary = cli_json(*args)
         assert (summary["kind"], summary["items"]) == ("sqlalchemy", 14)

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from agents.memory import SQLiteSession
 from typer.testing import CliRunner
 
 from builders import assistant, call, output, user
+from conftest import target_sql
 from turnstore import Store
 from turnstore.cli import app, safe_text
 
@@ -64,22 +66,26 @@ def test_safe_text_escapes_controls_and_keeps_the_rest() -> None:
     assert safe_text("tab\tnew\nline é 😀 \u200d") == "tab\tnew\nline é 😀 \u200d"
 
 
+async def _write_small(db: str | Path) -> None:
+    async with Store.open(db) as store:
+        await store.add_items("s", [user("hello"), assistant("hi")])
+
+
+@pytest.fixture
+def small_target(cli_target: str) -> str:
+    """A database of the module's backend holding one short session."""
+    asyncio.run(_write_small(cli_target))
+    return cli_target
+
+
 # ---------------------------------------------------------------------------------------------
-# export -o onto the database
+# export -o onto the database: SQLite only, whose database is files an --output could name
 
 
 @pytest.fixture
 def small_db(tmp_path: Path) -> Path:
     db = tmp_path / "conv.db"
-
-    async def write() -> None:
-        store = Store.open(db)
-        try:
-            await store.add_items("s", [user("hello"), assistant("hi")])
-        finally:
-            await store.aclose()
-
-    asyncio.run(write())
+    asyncio.run(_write_small(db))
     return db
 
 
@@ -162,7 +168,7 @@ def test_export_onto_the_log_of_a_symlinked_database_is_refused(
 # Hostile import files
 
 
-def test_import_skips_text_that_is_not_utf8(tmp_path: Path) -> None:
+def test_import_skips_text_that_is_not_utf8(tmp_path: Path, cli_target: str) -> None:
     source = tmp_path / "sdk.db"
     sdk = SQLiteSession("good", source)
     asyncio.run(sdk.add_items([user("fine")]))  # type: ignore[list-item]
@@ -184,14 +190,14 @@ def test_import_skips_text_that_is_not_utf8(tmp_path: Path) -> None:
             "INSERT INTO agent_messages (session_id, message_data) VALUES ('other', ?)",
             (json.dumps(user("also fine")),),
         )
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = json.loads(cli("import", str(source), "--db", str(db), "--json").stdout)
     assert (summary["sessions"], summary["items"], summary["skipped"]) == (2, 2, 3)
     text = cli("import", str(source), "--db", str(db)).stdout
     assert "3 unreadable rows skipped" in text
 
 
-def test_import_skips_usage_that_is_not_a_count(tmp_path: Path) -> None:
+def test_import_skips_usage_that_is_not_a_count(tmp_path: Path, cli_target: str) -> None:
     source = tmp_path / "advanced.db"
     bad_usage = {
         "text": ("abc", 1, 1, 2, None),
@@ -220,7 +226,7 @@ def test_import_skips_usage_that_is_not_a_count(tmp_path: Path) -> None:
                    VALUES (?, 'main', 1, ?, ?, ?, ?, ?)""",
                 (sid, *counts),
             )
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = json.loads(cli("import", str(source), "--db", str(db), "--json").stdout)
     assert (summary["sessions"], summary["skipped"]) == (7, len(bad_usage))
     assert summary["items"] == 14  # every session's items, with or without usage
@@ -237,7 +243,7 @@ def test_import_skips_usage_that_is_not_a_count(tmp_path: Path) -> None:
     assert all(totals[sid] == 0 for sid in bad_usage)
 
 
-def test_import_skips_jsonl_lines_that_are_not_records(tmp_path: Path) -> None:
+def test_import_skips_jsonl_lines_that_are_not_records(tmp_path: Path, cli_target: str) -> None:
     lines = [
         {"session_id": "ok", "run_id": 1, "item": user("fine")},
         {"session_id": "ok", "run_id": [1], "item": user("a list for a run id")},
@@ -249,7 +255,7 @@ def test_import_skips_jsonl_lines_that_are_not_records(tmp_path: Path) -> None:
     ]
     source = tmp_path / "hostile.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in lines) + "\n{not json\n")
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = json.loads(cli("import", str(source), "--db", str(db), "--json").stdout)
     assert (summary["sessions"], summary["items"]) == (1, 1)
     assert (summary["skipped"], summary["skipped_sessions"]) == (7, 1)
@@ -257,7 +263,7 @@ def test_import_skips_jsonl_lines_that_are_not_records(tmp_path: Path) -> None:
     assert "7 unreadable rows skipped; 1 sessions refused by the store" in text
 
 
-def test_import_skips_usage_too_large_for_the_database(tmp_path: Path) -> None:
+def test_import_skips_usage_too_large_for_the_database(tmp_path: Path, cli_target: str) -> None:
     document = {
         "format": "turnstore-export",
         "session": {"session_id": "big", "head_run_id": 2},
@@ -268,7 +274,7 @@ def test_import_skips_usage_too_large_for_the_database(tmp_path: Path) -> None:
     }
     source = tmp_path / "big.json"
     source.write_text(json.dumps(document))
-    db = tmp_path / "t.db"
+    db = cli_target
     summary = json.loads(
         cli("import", str(source), "--from", "json", "--db", str(db), "--json").stdout
     )
@@ -281,7 +287,7 @@ def test_import_skips_usage_too_large_for_the_database(tmp_path: Path) -> None:
 # Arguments that are not UTF-8
 
 
-def test_an_argument_that_is_not_utf8_is_one_line(small_db: Path) -> None:
+def test_an_argument_that_is_not_utf8_is_one_line(small_target: str) -> None:
     # As Python decodes such an argument (surrogateescape), and as a real process gets it.
     hostile = (
         ["sessions", "--user", "\udcff"],
@@ -289,12 +295,21 @@ def test_an_argument_that_is_not_utf8_is_one_line(small_db: Path) -> None:
         ["usage", "--user", "\udcff"],
     )
     for args in hostile:
-        result = runner.invoke(app, [*args, "--db", str(small_db)])
+        result = runner.invoke(app, [*args, "--db", small_target])
         assert result.exit_code in (1, 2), result.output
         assert "Traceback" not in result.output
         one_error_line(result)
     result = subprocess.run(
-        [sys.executable, "-m", "turnstore.cli", "sessions", b"--user", b"\xff", "--db", small_db],
+        [
+            sys.executable,
+            "-m",
+            "turnstore.cli",
+            "sessions",
+            b"--user",
+            b"\xff",
+            "--db",
+            small_target,
+        ],
         capture_output=True,
         timeout=60,
         check=False,
@@ -305,8 +320,10 @@ def test_an_argument_that_is_not_utf8_is_one_line(small_db: Path) -> None:
     assert b"not valid UTF-8" in result.stderr
 
 
-def test_stored_lone_surrogates_export_and_import_back(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_stored_lone_surrogates_export_and_import_back(
+    tmp_path: Path, new_target: Callable[[], str]
+) -> None:
+    db = new_target()
     text = "half a pair: \ud800 and \udfff"
 
     async def write() -> None:
@@ -323,7 +340,7 @@ def test_stored_lone_surrogates_export_and_import_back(tmp_path: Path) -> None:
     assert "\ufffd" in cli("export", "s", "-f", "markdown", "--db", str(db)).stdout
     document = json.loads(cli("export", "s", "-f", "json", "--db", str(db)).stdout)
     assert document["runs"][0]["items"][0]["content"] == text
-    copy = tmp_path / "copy.db"
+    copy = new_target()
     cli("import", str(out), "--db", str(copy))
 
     async def read() -> list[Any]:
@@ -341,9 +358,9 @@ def test_stored_lone_surrogates_export_and_import_back(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def hostile_db(tmp_path: Path) -> Path:
+def hostile_db(cli_target: str) -> str:
     """A session whose every stored text field carries HOSTILE."""
-    db = tmp_path / "hostile.db"
+    db = cli_target
     sid = "sess" + HOSTILE
 
     async def write() -> None:
@@ -363,12 +380,14 @@ def hostile_db(tmp_path: Path) -> Path:
             await store.aclose()
 
     asyncio.run(write())
-    with sqlite3.connect(db) as conn:
-        conn.execute(
-            "UPDATE runs SET agent_name = ?, model = ?, requests = 1, total_tokens = 5",
-            ("agent" + HOSTILE, "model" + HOSTILE),
-        )
-        conn.execute("UPDATE tool_calls SET error = ?", ("error" + HOSTILE,))
+    target_sql(
+        db,
+        "UPDATE runs SET agent_name = {agent}, model = {model}, requests = 1, total_tokens = 5",
+        write=True,
+        agent="agent" + HOSTILE,
+        model="model" + HOSTILE,
+    )
+    target_sql(db, "UPDATE tool_calls SET error = {error}", write=True, error="error" + HOSTILE)
     return db
 
 
@@ -386,7 +405,7 @@ def _commands(sid: str) -> list[list[str]]:
     ]
 
 
-def test_stored_text_cannot_drive_the_terminal(hostile_db: Path) -> None:
+def test_stored_text_cannot_drive_the_terminal(hostile_db: str) -> None:
     sid = "sess" + HOSTILE
     for args in _commands(sid):
         out = cli(*args, "--db", str(hostile_db)).stdout
@@ -406,7 +425,7 @@ def _strings(value: Any) -> list[str]:
     return [text for part in value for text in _strings(part)] if isinstance(value, list) else []
 
 
-def test_json_output_stays_exact(hostile_db: Path) -> None:
+def test_json_output_stays_exact(hostile_db: str) -> None:
     sid = "sess" + HOSTILE
     for args in _commands(sid):
         out = cli(*args, "--db", str(hostile_db), "--json").stdout

@@ -98,7 +98,7 @@ async def _long(store: Store) -> None:
 
 
 async def build(db: str) -> Ids:
-    """Write the viewer's test conversations into the SQLite file ``db``."""
+    """Write the viewer's test conversations into the database ``db`` names."""
     set_tracing_disabled(True)
     await run_demo(db, "demo")
     store = Store.open(db)
