@@ -11,12 +11,14 @@ server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, NoReturn
 
 import pytest
 
@@ -57,13 +59,27 @@ def _postgres_unavailable() -> str | None:
     return _postgres_checked[0]
 
 
+def unavailable(reason: str) -> NoReturn:
+    """Skip a test (or a whole module) that lacks what it needs; under ``CI=true`` fail it,
+    because CI installs every extra and runs every test."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: every test must run)")
+    pytest.skip(reason, allow_module_level=True)
+
+
+def require_module(name: str) -> ModuleType:
+    """``pytest.importorskip`` that fails under ``CI=true``: ``name`` of an installed extra."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        unavailable(f"cannot import {name} (pip install -e '.[dev]'): {exc}")
+
+
 def require_postgres() -> None:
     """Skip (or, in CI, fail) a test that needs the Postgres server."""
     reason = _postgres_unavailable()
     if reason is not None:
-        if IN_CI:
-            pytest.fail(reason + " (CI=true: Postgres tests must run)")
-        pytest.skip(reason)
+        unavailable(reason)
 
 
 def _drop_schema(schema: str) -> None:

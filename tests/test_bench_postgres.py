@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POSTGRES_URL, require_postgres
+from conftest import POSTGRES_URL, require_module, require_postgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
 async def test_every_case_runs_for_both_contenders() -> None:
     require_postgres()
-    pytest.importorskip("agents.extensions.memory.sqlalchemy_session")
+    require_module("agents.extensions.memory.sqlalchemy_session")
     config = bench_postgres.TINY
     report = await bench_postgres.run_benchmark(config, POSTGRES_URL, log=lambda _: None)
     cases = {(row["case"], row["contender"]) for row in report["results"]}

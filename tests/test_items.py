@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import require_module
 from turnstore.items import ItemInfo, classify
 
 PNG = "data:image/png;base64," + "iVBORw0KGgo" * 1000  # stands in for a large screenshot
@@ -1141,7 +1142,7 @@ def test_never_raises(item: dict[str, Any], item_type: object) -> None:
 
 @pytest.mark.e2e
 async def test_sdk_persisted_items() -> None:
-    pytest.importorskip("agents")
+    require_module("agents")
     from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
     from agents.testing import ScriptedModel, assistant_message, function_call
 

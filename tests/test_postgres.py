@@ -15,12 +15,8 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("psycopg")
-import psycopg
-from psycopg_pool import AsyncConnectionPool
-
 from builders import assistant, call, output, user
-from conftest import POSTGRES_URL, require_postgres, session_target, sql
+from conftest import POSTGRES_URL, require_module, require_postgres, session_target, sql
 from turnstore import (
     ClosedError,
     ConfigurationError,
@@ -35,7 +31,12 @@ from turnstore import (
 from turnstore.backends import append, base
 from turnstore.backends.base import Query
 from turnstore.backends.once import once
-from turnstore.backends.postgres import PostgresBackend, _connect_error
+
+require_module("psycopg")
+import psycopg  # noqa: E402
+from psycopg_pool import AsyncConnectionPool  # noqa: E402
+
+from turnstore.backends.postgres import PostgresBackend, _connect_error  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

@@ -14,9 +14,10 @@ from types import ModuleType
 
 import pytest
 
+from conftest import require_module
 from turnstore.backends import sqlite
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = require_module("psycopg")
 from turnstore.backends import postgres  # noqa: E402
 
 BACKENDS = [pytest.param(sqlite, id="sqlite"), pytest.param(postgres, id="postgres")]

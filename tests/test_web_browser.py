@@ -24,7 +24,7 @@ import pytest
 import uvicorn
 
 from builders import run_in_new_loop
-from conftest import IN_CI
+from conftest import require_module, unavailable
 from turnstore import Store
 from turnstore.web import create_app
 from webdata import HOSTILE_ID, HOSTILE_OUTPUT, LONG_TURNS, Ids, build
@@ -40,21 +40,12 @@ ARTIFACTS = ROOT / "test-artifacts"
 PAGE_SIZE = 30  # the viewer's default
 
 
-def _unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(reason + " (CI=true: the browser tests must run)")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Chromium, launched once for the module."""
     if not os.access(CHROMIUM, os.X_OK):
-        _unavailable(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+        unavailable(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    sync_playwright = require_module("playwright.sync_api").sync_playwright
     with sync_playwright() as playwright:
         # Never a downloaded browser: Debian's, by path.
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
