@@ -1,4 +1,5 @@
-"""Every SQL example in docs/queries.md runs, on every backend, and finds rows.
+"""Every SQL example in docs/queries.md runs, on every backend, and returns the rows written
+out here.
 
 The examples name the session ``'user_123'``; here that is the conversation ``build`` writes
 with the real ``Runner`` (alice's, with hooks, a failing tool and a handoff), with one edit so
@@ -7,8 +8,12 @@ that the tree has a fork.
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime, time
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +27,157 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
 BLOCKS = re.findall(r"```sql\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
 
 
+# What may differ between runs and backends is compared by kind: a timestamp is TIME, a
+# duration or latency (a float) is MS; PostgreSQL's numeric sums compare as ints.
+TIME, MS = "<time>", "<ms>"
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+WEATHER, POLICY, EDITED = (
+    "What is the weather in Oslo?",
+    "Which policy applies to my refund?",
+    "Which refund rules apply?",
+)
+SUNNY, RETURNS = (
+    "Sunny in Oslo, and your refund was approved.",
+    "Your refund policy allows returns in 30 days.",
+)
+SDK_ERROR = "An error occurred while running the tool. Please try again."
+FIRST_RUN_ITEMS = [
+    (0, "message", "user", None, WEATHER, json.dumps({"content": WEATHER, "role": "user"})),
+    *(
+        (
+            position,
+            "function_call",
+            None,
+            name,
+            arguments,
+            json.dumps(
+                {
+                    "arguments": arguments,
+                    "call_id": call_id,
+                    "name": name,
+                    "type": "function_call",
+                    "id": call_id,
+                }
+            ),
+        )
+        for position, call_id, name, arguments in (
+            (1, "c1", "get_weather", '{"city":"Oslo"}'),
+            (2, "c2", "lookup_order", '{"order_id":"A-17"}'),
+            (5, "c3", "transfer_to_billing", "{}"),
+        )
+    ),
+    *(
+        (
+            position,
+            "function_call_output",
+            None,
+            None,
+            text,
+            json.dumps({"call_id": call_id, "output": text, "type": "function_call_output"}),
+        )
+        for position, call_id, text in (
+            (3, "c1", "Sunny in Oslo, 21 degrees"),
+            (4, "c2", SDK_ERROR),
+            (6, "c3", '{"assistant": "billing"}'),
+        )
+    ),
+    (
+        7,
+        "message",
+        "assistant",
+        None,
+        SUNNY,
+        json.dumps(
+            {
+                "id": "scripted-message",
+                "content": [
+                    {"annotations": [], "text": SUNNY, "type": "output_text", "logprobs": []}
+                ],
+                "role": "assistant",
+                "status": "completed",
+                "type": "message",
+            }
+        ),
+    ),
+]
+
+
+def _search_hits(open_mark: str, close_mark: str) -> list[tuple[Any, ...]]:
+    marked = f"{open_mark}refund{close_mark}"
+    return [
+        ("s1", 1, "message", "assistant", SUNNY.replace("refund", marked)),
+        ("s1", 2, "message", "user", POLICY.replace("refund", marked)),
+        ("s1", 2, "message", "assistant", RETURNS.replace("refund", marked)),
+        ("s1", 4, "message", "user", EDITED.replace("refund", marked)),
+        ("s2", 3, "message", "user", f"Tell me about {marked} policy"),
+        ("s2", 3, "message", "assistant", f"The {marked} policy is generous."),
+    ]
+
+
+# Example number -> its rows (for 'user_123', alice's conversation 's1'); None: the rows per
+# UTC day, which ``expected_rows`` reads from Store.usage. Runs 1, 2 and 4 are alice's (4 the
+# edit of 2), run 3 is bob's.
+EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
+    0: [
+        (1, WEATHER, SUNNY, "get_weather, lookup_order, transfer_to_billing", 3, 1, 75),
+        (2, POLICY, RETURNS, None, 0, 0, 48),
+        (4, EDITED, None, None, 0, 0, 0),
+    ],
+    1: [(1, None, WEATHER, SUNNY), (2, 1, POLICY, RETURNS), (4, 1, EDITED, None)],
+    2: [(0, WEATHER, SUNNY), (1, EDITED, None)],
+    3: [(0, WEATHER), (1, EDITED)],
+    4: [(1, WEATHER, None, None), (2, POLICY, None, None), (4, EDITED, None, None)],
+    5: sorted(FIRST_RUN_ITEMS),
+    6: [("s1", 1, WEATHER, '{"city":"Oslo"}', "Sunny in Oslo, 21 degrees", "completed", MS)],
+    7: [("s1", 1, "lookup_order", '{"order_id":"A-17"}', "failed", SDK_ERROR)],
+    8: [
+        ("get_weather", 1, 0, MS, MS),
+        ("lookup_order", 1, 1, MS, MS),
+        ("transfer_to_billing", 1, 0, None, None),
+    ],
+    9: [
+        ("s1", "alice", WEATHER, 3, 4, 100, 23, 123),
+        ("s2", "bob", "Bob's refunds", 1, 1, 7, 3, 10),
+    ],
+    10: [("model-a", "triage", 3, 88, MS), ("model-b", "billing", 1, 35, MS)],
+    11: None,
+    12: None,
+    13: [(2, 1, POLICY, TIME), (4, 1, EDITED, TIME)],
+    14: [(1, 2, POLICY)],
+    15: _search_hits("[", "]"),
+    16: _search_hits("<b>", "</b>"),
+    17: [("s1", WEATHER, TIME, TIME)],
+    18: [("s1",)],
+    19: [("s1",)],
+}
+# Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted.
+UNORDERED = {8, 15, 16}
+
+
+def comparable(value: Any) -> Any:
+    """``value`` as EXPECTED writes it (see TIME and MS)."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, datetime):
+        # A day (date_trunc) stays a day; a moment is TIME.
+        return value.date().isoformat() if value.time() == time() else TIME
+    if isinstance(value, str) and TIMESTAMP.match(value):
+        return TIME
+    if isinstance(value, float | Decimal) and value > 0:
+        return MS
+    return value
+
+
+async def expected_rows(store: Store, number: int) -> list[tuple[Any, ...]]:
+    rows = EXPECTED[number]
+    if rows is None:  # tokens per day
+        return [(row.key, row.usage.total_tokens) for row in await store.usage("day")]
+    return rows
+
+
 def test_the_doc_has_examples() -> None:
-    assert len(BLOCKS) >= 15
+    # A new example needs its rows in EXPECTED.
+    assert len(BLOCKS) == len(EXPECTED)
 
 
 @pytest.mark.parametrize("number", range(len(BLOCKS)))
@@ -44,5 +198,9 @@ async def test_sql_example_runs(store: Store, backend_name: str, number: int) ->
         rows = yield Query(statement, fetch=Fetch.ALL, raw=True)  # as typed: no placeholders
         return list(rows)
 
-    rows = await store.backend.run(op, write=False)
-    assert rows, f"example {number} found nothing:\n{block}"
+    found = await store.backend.run(op, write=False)
+    rows = [tuple(comparable(value) for value in row) for row in found]
+    expected = await expected_rows(store, number)
+    if number in UNORDERED:
+        rows, expected = sorted(rows), sorted(expected)
+    assert rows == expected, f"example {number}:\n{block}"

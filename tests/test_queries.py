@@ -544,6 +544,10 @@ async def test_model_responses_and_run_attribution(store: Store) -> None:
 
 
 async def test_usage_grouped(store: Store) -> None:
+    def today() -> str:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+    started = today()
     await build(store)
 
     def table(rows: list[Any]) -> dict[Any, tuple[int, Usage]]:
@@ -563,9 +567,17 @@ async def test_usage_grouped(store: Store) -> None:
         "billing": (1, Usage(1, 30, 5, 35, 0, 0)),
         "triage": (2, Usage(3, 70, 18, 88, 4, 2)),
     }
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    # Each run counts on the UTC day it was created (a build across midnight makes two days).
+    by_day: dict[str, tuple[int, int]] = {}
+    for session_id in ("s1", "s2"):
+        for run, _ in await store.tree(session_id):
+            day = run.created_at.astimezone(timezone.utc).strftime("%Y-%m-%d")
+            runs, tokens = by_day.get(day, (0, 0))
+            by_day[day] = (runs + 1, tokens + run.usage.total_tokens)
     days = await store.usage("day")
-    assert len(days) == 1 or days[-1].key == today  # a run across midnight UTC makes two
+    assert {row.key: (row.runs, row.usage.total_tokens) for row in days} == by_day
+    assert [row.key for row in days] == sorted(by_day)
+    assert started <= min(by_day) <= max(by_day) <= today()
     assert sum(row.usage.total_tokens for row in days) == 133
     assert table(await store.usage(session_id="s2")) == {"s2": (1, s2)}
     assert table(await store.usage("model", user_id="alice")) == {
