@@ -21,7 +21,6 @@ from builders import assistant, call, output, run_in_new_loop, user
 from conftest import sql
 from turnstore import (
     ClosedError,
-    ConfigurationError,
     InvalidItemError,
     InvalidOperationError,
     Store,
@@ -240,9 +239,10 @@ async def test_int_session_id_is_its_text_as_in_sqlite_session(store: Store) -> 
 
 @pytest.mark.parametrize("session_id", ["nul\x00id", "lone \ud800", None, b"bytes", True, 1.5])
 async def test_unstorable_session_id_is_refused(store: Store, session_id: Any) -> None:
-    with pytest.raises(ConfigurationError, match="session_id"):
+    # A wrong argument, not a bad open option (turnstore.validate's rule).
+    with pytest.raises(InvalidOperationError, match="session_id"):
         StructuredSession(session_id, store)
-    with pytest.raises(ConfigurationError, match="session_id"):
+    with pytest.raises(InvalidOperationError, match="session_id"):
         await store.add_items(session_id, [user("x")])
     assert await sql(store, "SELECT count(*) FROM sessions") == [(0,)]
 

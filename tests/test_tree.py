@@ -18,7 +18,6 @@ from turnstore import (
     ConflictError,
     InvalidOperationError,
     NewRun,
-    NotFoundError,
     RunNotFoundError,
     Store,
     StructuredSession,
@@ -546,15 +545,28 @@ async def _operate(session: StructuredSession, operation: str, run_id: Any) -> A
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
-@pytest.mark.parametrize("run_id", [987654, 0, "1", None, True])
-async def test_unknown_run_is_refused(store: Store, operation: str, run_id: Any) -> None:
+@pytest.mark.parametrize(
+    ("run_id", "error"),
+    [
+        (987654, RunNotFoundError),
+        (0, RunNotFoundError),
+        (2**63, RunNotFoundError),  # an int no database stores names no run
+        (-(2**63) - 1, RunNotFoundError),
+        ("1", InvalidOperationError),  # not an id at all: a wrong argument
+        (None, InvalidOperationError),
+        (True, InvalidOperationError),
+        (1.0, InvalidOperationError),
+    ],
+)
+async def test_unknown_run_is_refused(
+    store: Store, operation: str, run_id: Any, error: type[Exception]
+) -> None:
     session = StructuredSession("s", store)
     await converse(session, "q1", "q2")
     before = await snapshot(store)
     items = await session.get_items()
-    with pytest.raises(RunNotFoundError) as caught:
+    with pytest.raises(error) as caught:
         await _operate(session, operation, run_id)
-    assert isinstance(caught.value, NotFoundError)
     assert str(run_id) in str(caught.value)
     assert await snapshot(store) == before
     assert await session.get_items() == items

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from builders import assistant, call, output, user
 from conftest import MISSING_DATABASE, database_target, sql, target_exists
 from turnstore import (
+    InvalidOperationError,
     NotFoundError,
     RunNotFoundError,
     SessionNotFoundError,
@@ -609,6 +610,8 @@ async def test_run_and_call_by_id(store: Store) -> None:
     with pytest.raises(NotFoundError):
         await store.tool_call(10**9)
     with pytest.raises(NotFoundError):
+        await store.tool_call(2**63)  # no database stores such an id
+    with pytest.raises(InvalidOperationError):
         await store.tool_call("1")  # type: ignore[arg-type]
 
 

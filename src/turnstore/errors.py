@@ -4,21 +4,30 @@ Every error is a ``TurnstoreError``; driver errors are mapped to these at each b
 so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
 
     TurnstoreError
-    ├── ConfigurationError     bad URL, unknown scheme, missing optional dependency
+    ├── ConfigurationError     a database turnstore cannot open as asked: bad path or URL,
+    │                          unknown scheme or option, missing optional dependency
     ├── ConnectionFailedError  the database cannot be opened or reached
     │   └── OutcomeUnknownError  a write's commit was cut off and cannot be checked: retry it
     │                            with its ``operation_id``, which applies it at most once
     ├── SchemaError            the database holds a newer or foreign schema
-    ├── InvalidItemError       an item that is not a JSON-serialisable mapping (also TypeError)
-    ├── NotFoundError          unknown session or run (also LookupError)
+    ├── InvalidItemError       an item that is not a JSON-serialisable mapping, nests deeper
+    │                          than 200 or has keys that collide in JSON (also TypeError)
+    ├── NotFoundError          unknown session, run or tool call id (also LookupError)
     │   ├── SessionNotFoundError
     │   └── RunNotFoundError
-    ├── InvalidOperationError  the operation does not apply to that run (e.g. edit of a run
-    │   │                      with no user message) (also ValueError)
+    ├── InvalidOperationError  a wrong argument (type, range, NUL or lone surrogate in text,
+    │   │                      metadata nested deeper than 200), or an operation that does not
+    │   │                      apply to its run (e.g. edit of a run with no user message)
+    │   │                      (also ValueError)
     │   └── ReadOnlyError      a write to a store opened with read_only=True
     ├── ConflictError          another writer changed the session first
     ├── ClosedError            the store or session was closed
     └── StorageError           any other database failure
+
+Which error a bad argument raises follows one rule, declared in ``turnstore.validate``: options
+of an open are ``ConfigurationError``, items ``InvalidItemError``, an id that names nothing
+(an int out of the 64-bit range included) ``NotFoundError``, any other wrong argument
+``InvalidOperationError``. A refused call changes nothing.
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from . import _adopt, _shared
+from . import _adopt, _shared, validate
 from .backends.append import SessionPatch
 from .backends.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .model import Branch, Run, SessionInfo, Usage
-from .store import Store, _check_session_id, session_patch
+from .store import Store, session_patch
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
@@ -32,16 +32,20 @@ def usage_of(wrapper: Any) -> Usage | None:
 
 
 def usage_from(usage: Any) -> Usage:
-    """A ``Usage`` from an SDK usage object (``agents.usage.Usage`` or the like)."""
+    """A ``Usage`` from an SDK usage object (``agents.usage.Usage`` or the like).
+
+    Figures are clamped into what the database stores (see ``validate.clamped_usage``): the
+    turn is stored whatever the figures say.
+    """
     input_details = getattr(usage, "input_tokens_details", None)
     output_details = getattr(usage, "output_tokens_details", None)
-    return Usage(
-        requests=int(getattr(usage, "requests", 0) or 0),
-        input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-        total_tokens=int(getattr(usage, "total_tokens", 0) or 0),
-        cached_tokens=int(getattr(input_details, "cached_tokens", 0) or 0),
-        reasoning_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
+    return validate.clamped_usage(
+        requests=getattr(usage, "requests", 0),
+        input_tokens=getattr(usage, "input_tokens", 0),
+        output_tokens=getattr(usage, "output_tokens", 0),
+        total_tokens=getattr(usage, "total_tokens", 0),
+        cached_tokens=getattr(input_details, "cached_tokens", 0),
+        reasoning_tokens=getattr(output_details, "reasoning_tokens", 0),
     )
 
 
@@ -172,7 +176,7 @@ class StructuredSession:
 
         ``db_path=`` is the SDK's ``SQLiteSession`` keyword for ``db``. An int session id is
         stored as its decimal text, as ``SQLiteSession`` stores it (``1`` and ``"1"`` are one
-        session); other non-str ids raise ``ConfigurationError``. ``sessions_table`` and
+        session); other non-str ids raise ``InvalidOperationError``. ``sessions_table`` and
         ``messages_table`` (``SQLiteSession``'s table names) only accept the SDK's defaults:
         turnstore keeps conversations in its own tables, see ``ConfigurationError``'s text.
 
@@ -183,7 +187,7 @@ class StructuredSession:
         if isinstance(session_id, int) and not isinstance(session_id, bool):
             session_id = str(session_id)
         # Checked first, so that a bad id fails here (not at the first write) and opens nothing.
-        self.session_id = _check_session_id(session_id)
+        self.session_id = validate.key(session_id, "session_id")
         db = _database_argument(db, db_path, sessions_table, messages_table)
         self.session_settings = _coerce_settings(session_settings)
         info = session_patch(user_id=user_id, title=title, metadata=metadata)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from . import validate
 from .backends import append, base, compaction, history, queries, reads
 from .backends.base import Backend, Op
 from .backends.history import ANY_HEAD, ExpectedHead
@@ -19,6 +20,7 @@ from .errors import (
     ConfigurationError,
     InvalidOperationError,
     OutcomeUnknownError,
+    RunNotFoundError,
     SessionNotFoundError,
 )
 
@@ -61,6 +63,7 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
         raise ConfigurationError(
             f"a database is a path, ':memory:' or a URL, not {type(target).__name__}"
         )
+    validate.open_target(target)
     # Not urlsplit: it raises ValueError on some malformed URLs, which the backend reports.
     scheme = target.split("://", 1)[0].lower() if "://" in target else ""
     if scheme in ("postgresql", "postgres"):
@@ -70,9 +73,11 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
             raise ConfigurationError(
                 "PostgreSQL needs the postgres extra: pip install 'turnstore[postgres]'"
             ) from exc
+        validate.open_options(PostgresBackend, "PostgreSQL", options)
         return PostgresBackend(target, **options)
     from .backends.sqlite import SQLiteBackend
 
+    validate.open_options(SQLiteBackend, "SQLite", options)
     if scheme == "sqlite":
         return SQLiteBackend(sqlite_path(target), **options)
     if scheme:
@@ -85,69 +90,31 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
     return SQLiteBackend(target, **options)
 
 
-def _check_session_id(session_id: Any) -> str:
-    """``session_id`` if a database can store it as a key, else a ConfigurationError."""
-    if not isinstance(session_id, str):
-        raise ConfigurationError(f"session_id must be a str, got {type(session_id).__name__}")
-    # NUL is refused by PostgreSQL TEXT and lone surrogates by every UTF-8 encoder: either
-    # would otherwise surface as a raw driver error at the first write.
-    if "\x00" in session_id or not (session_id.isascii() or _encodes(session_id)):
-        raise ConfigurationError(
-            f"session_id must be text without NUL or lone surrogates, got {session_id!r}"
-        )
-    if _too_long(session_id):
-        raise ConfigurationError(
-            f"session_id must be at most {MAX_KEY_BYTES} bytes in UTF-8, got "
-            f"{len(session_id.encode())}"
-        )
-    return session_id
-
-
-# session_id and user_id are keys of PostgreSQL's B-tree indexes, whose entries must fit in
-# a third of a page (~2.7 kB): two keys of this size fit in one entry with room to spare. The
-# limit holds on every backend, so that a database can move from SQLite to PostgreSQL.
-MAX_KEY_BYTES = 1024
-
-
-def _too_long(key: str) -> bool:
-    # A character is at most 4 bytes: short keys need no encoding to be measured.
-    return len(key) > MAX_KEY_BYTES // 4 and len(key.encode()) > MAX_KEY_BYTES
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-# ``LIMIT`` for "no limit", bindable on every backend.
+# ``LIMIT`` for "no limit", bindable on every backend with room for the one more row some
+# reads ask for.
 _NO_LIMIT = 2**62
 
 
-def _check_limit(limit: Any) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidOperationError(f"limit must be an int >= 1, got {limit!r}")
-    return min(limit, _NO_LIMIT)
+def _limit(limit: Any) -> int:
+    """A limit argument (1 to 2**63 - 1; as large as that means no limit) as bound."""
+    return min(validate.count(limit, "limit", minimum=1), _NO_LIMIT)
 
 
-def _str_list(values: Any, name: str) -> list[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str) or not all(isinstance(value, str) for value in values):
-        raise InvalidOperationError(f"{name} must be a list of str, got {values!r}")
-    return list(values)
+def _run_id(run_id: Any) -> int:
+    return validate.lookup_id(run_id, "run", RunNotFoundError)
 
 
-def _text_field(value: Any, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidOperationError(f"{name} must be a str, got {type(value).__name__}")
-    if "\x00" in value or not (value.isascii() or _encodes(value)):
-        raise InvalidOperationError(f"{name} must be text without NUL or lone surrogates")
-    return value
+def _expected_head(expected_head: Any) -> ExpectedHead:
+    """``expected_head`` if it is a run id, None (an empty session) or ``ANY_HEAD``."""
+    if expected_head is ANY_HEAD or expected_head is None:
+        return expected_head
+    # Compared with the head, never bound: an id that names nothing is simply not the head
+    # (the write is refused with ConflictError).
+    if isinstance(expected_head, bool) or not isinstance(expected_head, int):
+        raise InvalidOperationError(
+            f"expected_head must be a run id, None or ANY_HEAD, got {expected_head!r}"
+        )
+    return expected_head
 
 
 def _session_entry(session_id: str) -> Op[SessionInfo]:
@@ -161,24 +128,11 @@ def session_patch(
     *, user_id: Any = None, title: Any = None, metadata: Any = None
 ) -> append.SessionPatch:
     """Check catalogue fields and make the ``SessionPatch`` that writes them."""
-    meta = None
-    if metadata is not None:
-        if not isinstance(metadata, Mapping) or not all(isinstance(k, str) for k in metadata):
-            raise InvalidOperationError("metadata must be a mapping with str keys")
-        try:
-            meta = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
-            base.check_keys(metadata)
-        except (TypeError, ValueError) as exc:
-            raise InvalidOperationError(f"metadata must be JSON-serialisable: {exc}") from None
-        # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
-        if "\\u0000" in meta or not _encodes(meta):
-            raise InvalidOperationError("metadata must not hold NUL or lone surrogates")
-    user = _text_field(user_id, "user_id")
-    if user is not None and _too_long(user):
-        raise InvalidOperationError(
-            f"user_id must be at most {MAX_KEY_BYTES} bytes in UTF-8, got {len(user.encode())}"
-        )
-    return append.SessionPatch(user_id=user, title=_text_field(title, "title"), metadata=meta)
+    return append.SessionPatch(
+        user_id=validate.optional_key(user_id, "user_id"),
+        title=validate.optional_text(title, "title"),
+        metadata=None if metadata is None else validate.metadata(metadata),
+    )
 
 
 class Store:
@@ -239,7 +193,15 @@ class Store:
         a write is applied at most once per key, and a repeat returns the first one's result.
         Pass the key of an ``OutcomeUnknownError`` to retry its write safely.
         """
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        usage = validate.optional_usage(usage)
+        owner = validate.filter_id(owner, "owner")
+        if info is not None and not isinstance(info, append.SessionPatch):
+            raise InvalidOperationError(f"info must be a SessionPatch, got {type(info).__name__}")
+        if telemetry is not None and not isinstance(telemetry, append.Telemetry):
+            raise InvalidOperationError(
+                f"telemetry must be a Telemetry, got {type(telemetry).__name__}"
+            )
         batch = base.prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
             return None
@@ -281,29 +243,28 @@ class Store:
         That is the active path's items, except that a compaction run's items stand in for the
         runs it replaced.
         """
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise InvalidOperationError(f"limit must be None or an int >= 0, got {limit!r}")
-            if limit == 0:
+            if validate.count(limit, "limit") == 0:
                 return []
+            limit = min(limit, _NO_LIMIT)
         return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
 
     async def pop_item(self, session_id: str, *, operation_id: str | None = None) -> Any:
         """Remove and return the newest item of the active path, or None."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         now = self.backend.now()
         return await self._write(sid, lambda: history.pop_item(sid, now), operation_id)
 
     async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every branch and derived row."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         await self._write(sid, lambda: history.clear_session(sid), operation_id, ends_session=True)
 
     async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:
         """The newest ``limit`` items the model sees, for ``compact``; None if one is corrupt."""
-        sid = _check_session_id(session_id)
-        size = _check_limit(limit)
+        sid = validate.key(session_id, "session_id")
+        size = _limit(limit)
         return await self.backend.run(lambda: compaction.history_tail(sid, size), write=False)
 
     async def compact(
@@ -323,15 +284,13 @@ class Store:
         Returns False, changing nothing, when the newest items are no longer ``tail``'s or
         ``start`` leaves none of them to replace (as the SDK's ``SQLiteSession`` does).
         """
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         batch = base.prepare_items(items)
         replaced = None
         if tail is not None:
             if not isinstance(tail, HistoryTail):
                 raise InvalidOperationError(f"tail must be a HistoryTail, got {tail!r}")
-            if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-                raise InvalidOperationError(f"start must be an int >= 0, got {start!r}")
-            replaced = tail.rows[start:]
+            replaced = tail.rows[validate.count(start, "start") :]
         elif start != 0:
             raise InvalidOperationError("start needs a tail")
         now = self.backend.now()
@@ -341,12 +300,12 @@ class Store:
 
     async def session(self, session_id: str) -> SessionInfo | None:
         """The session's catalogue entry, or None if it has never been written."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         return await self.backend.run(lambda: reads.session_info(sid), write=False)
 
     async def runs(self, session_id: str) -> list[Run]:
         """The active path's runs, root first: its transcript, compacted runs included."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         return await self.backend.run(lambda: reads.path_runs(sid), write=False)
 
     async def fork(
@@ -359,8 +318,12 @@ class Store:
         operation_id: str | None = None,
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (or ``new_input``); it is the head."""
-        sid = _check_session_id(session_id)
-        if new_input is not None and not isinstance(new_input, (str, Mapping)):
+        sid = validate.key(session_id, "session_id")
+        run_id = _run_id(run_id)
+        expected_head = _expected_head(expected_head)
+        if isinstance(new_input, str):
+            validate.text(new_input, "new input")
+        elif new_input is not None and not isinstance(new_input, Mapping):
             raise InvalidOperationError(
                 f"new input must be a str or a user message item, got {type(new_input).__name__}"
             )
@@ -383,7 +346,10 @@ class Store:
         operation_id: str | None = None,
     ) -> int | None:
         """Point the head at ``run_id`` (``to_parent``: at its parent); returns the new head."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        run_id = _run_id(run_id)
+        to_parent = validate.flag(to_parent, "to_parent")
+        expected_head = _expected_head(expected_head)
         now = self.backend.now()
         return await self._write(
             sid,
@@ -395,17 +361,18 @@ class Store:
 
     async def branches(self, session_id: str) -> list[Branch]:
         """Every leaf of the session's tree, oldest first."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         return await self.backend.run(lambda: reads.branches(sid), write=False)
 
     async def siblings(self, session_id: str, run_id: int) -> list[Run]:
         """``run_id`` and its alternatives (same parent), in creation order."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        run_id = _run_id(run_id)
         return await self.backend.run(lambda: reads.siblings(sid, run_id), write=False)
 
     async def tree(self, session_id: str) -> list[tuple[Run, list[Any]]]:
         """Every run of the session, on every branch, in creation order, with its items."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         return await self.backend.run(lambda: reads.session_tree(sid), write=False)
 
     async def add_runs(
@@ -421,12 +388,21 @@ class Store:
         Returns the id of each run in order (for an extension, the run it extended). The head
         moves to ``runs[head]``; with ``head=None`` it stays where it was.
         """
-        grafts = [
-            append.GraftRun(
-                base.prepare_items(run.items), run.parent_id, run.parent, run.usage, run.created_at
+        if not isinstance(runs, (list, tuple)):
+            raise InvalidOperationError(f"runs must be a list of NewRun, got {type(runs).__name__}")
+        grafts = []
+        for index, run in enumerate(runs):
+            if not isinstance(run, NewRun):
+                raise InvalidOperationError(f"run {index} is a {type(run).__name__}, not a NewRun")
+            grafts.append(
+                append.GraftRun(
+                    base.prepare_items(run.items),
+                    None if run.parent_id is None else _run_id(run.parent_id),
+                    run.parent,
+                    validate.optional_usage(run.usage, f"run {index}'s usage"),
+                    validate.optional_time(run.created_at, f"run {index}'s created_at"),
+                )
             )
-            for run in runs
-        ]
         return await self._graft(session_id, grafts, head, operation_id)
 
     async def _graft(
@@ -440,14 +416,16 @@ class Store:
 
         A ``GraftRun.now`` that is a ``datetime`` is converted to the backend's timestamps.
         """
-        sid = _check_session_id(session_id)
-        if head is not None and not 0 <= head < len(runs):
+        sid = validate.key(session_id, "session_id")
+        if head is not None and not (validate.count(head, "head") < len(runs)):
             raise InvalidOperationError(f"head must index one of the {len(runs)} runs")
         grafts = []
         for index, run in enumerate(runs):
             if not run.batch:
                 raise InvalidOperationError(f"run {index} has no items")
-            if run.parent is not None and not 0 <= run.parent < index:
+            if run.parent is not None and not (
+                validate.count(run.parent, f"run {index}'s parent") < index
+            ):
                 raise InvalidOperationError(f"run {index}'s parent must be an earlier run")
             if isinstance(run.now, datetime):
                 run = dataclasses.replace(run, now=self._bind_time(run.now))
@@ -455,8 +433,14 @@ class Store:
         now = self.backend.now()
         return await self._write(sid, lambda: append.graft(sid, grafts, head, now), operation_id)
 
-    def _bind_time(self, when: datetime) -> Any:
+    @overload
+    def _bind_time(self, when: datetime) -> Any: ...
+    @overload
+    def _bind_time(self, when: None) -> None: ...
+    def _bind_time(self, when: datetime | None) -> Any:
         """``when`` as this backend binds timestamps (SQLite: sortable UTC text)."""
+        if when is None:
+            return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=timezone.utc)  # naive times are UTC, as SQLite's are
         when = when.astimezone(timezone.utc)
@@ -473,7 +457,9 @@ class Store:
         operation_id: str | None = None,
     ) -> int | None:
         """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        run_id = _run_id(run_id)
+        expected_head = _expected_head(expected_head)
         now = self.backend.now()
         return await self._write(
             sid, lambda: history.delete_branch(sid, run_id, now, expected_head), operation_id
@@ -498,26 +484,30 @@ class Store:
         runs (with ``through``: the runs from just above it). Raises ``SessionNotFoundError``
         or ``RunNotFoundError``.
         """
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        if through is not None:
+            through = _run_id(through)
         for name, value in (("start", start), ("stop", stop)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise InvalidOperationError(f"{name} must be None or an int, got {value!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidOperationError(f"limit must be an int >= 1, got {limit!r}")
+            if value is not None:
+                validate.count(value, name)
+        limit = _limit(limit)
         return await self.backend.run(
             lambda: reads.path_view(sid, through, start, stop, limit), write=False
         )
 
     async def run(self, run_id: int) -> Run:
         """The run ``run_id``, in whichever session it is. Raises ``RunNotFoundError``."""
+        run_id = _run_id(run_id)
         return await self.backend.run(lambda: reads.get_run(run_id), write=False)
 
     async def run_items(self, run_id: int) -> list[Any]:
         """The items of the run ``run_id``, verbatim and in order."""
+        run_id = _run_id(run_id)
         return await self.backend.run(lambda: reads.run_items(run_id), write=False)
 
     async def tool_call(self, call_id: int) -> ToolCall:
         """The tool call whose row id is ``call_id``. Raises ``NotFoundError``."""
+        call_id = validate.lookup_id(call_id, "tool call")
         return await self.backend.run(lambda: reads.get_tool_call(call_id), write=False)
 
     # -- query and analytics: the session catalogue, tool calls, usage, search, export --------
@@ -545,16 +535,13 @@ class Store:
         first, and a session written between two pages moves ahead of the cursor (it is not
         repeated, and it is not on the later pages).
         """
-        if order_by not in queries.ORDERS:
-            raise InvalidOperationError(f"order_by is one of {queries.ORDERS}, not {order_by!r}")
-        if user_id is not None and not isinstance(user_id, str):
-            raise InvalidOperationError(f"user_id must be a str, got {type(user_id).__name__}")
-        if after is not None and not isinstance(after, str):
-            raise InvalidOperationError(f"after must be a cursor string, got {after!r}")
-        size = _check_limit(limit)
-        meta = queries.metadata_filter(metadata)
+        order_by = validate.choice(order_by, "order_by", queries.ORDERS)
+        user_id = validate.optional_text(user_id, "user_id")
+        after = validate.optional_text(after, "after")
+        size = _limit(limit)
+        meta = validate.metadata_filter(metadata)
         times = {
-            name: self._bind_time(value) if value is not None else None
+            name: self._bind_time(validate.optional_time(value, name))
             for name, value in (
                 ("created_after", created_after),
                 ("created_before", created_before),
@@ -595,7 +582,9 @@ class Store:
         self, session_id: str, patch: append.SessionPatch, *, operation_id: str | None = None
     ) -> SessionInfo:
         """Like ``update_session``, with fields already checked by ``session_patch``."""
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
+        if not isinstance(patch, append.SessionPatch):
+            raise InvalidOperationError(f"patch must be a SessionPatch, got {type(patch).__name__}")
         now = self.backend.now()
         return await self._write(
             sid,
@@ -611,7 +600,7 @@ class Store:
         Unlike ``clear_session`` (the SDK's, which ignores unknown sessions) this raises
         ``SessionNotFoundError`` when there is no such session.
         """
-        sid = _check_session_id(session_id)
+        sid = validate.key(session_id, "session_id")
         await self._write(sid, lambda: queries.delete_session(sid), operation_id, ends_session=True)
 
     async def tool_calls(
@@ -634,9 +623,8 @@ class Store:
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """
         filters = self._call_filters(session_id, run_id, tool_name, since, until)
-        if status is not None and not isinstance(status, str):
-            raise InvalidOperationError(f"status must be a str, got {type(status).__name__}")
-        size = _check_limit(limit) if limit is not None else _NO_LIMIT
+        status = validate.optional_text(status, "status")
+        size = _limit(limit) if limit is not None else _NO_LIMIT
         return await self.backend.run(
             lambda: queries.tool_calls(**filters, status=status, limit=size), write=False
         )
@@ -657,9 +645,8 @@ class Store:
         Filters as in ``tool_calls``.
         """
         filters = self._call_filters(session_id, run_id, tool_name, since, until)
-        if status is not None and not isinstance(status, str):
-            raise InvalidOperationError(f"status must be a str, got {type(status).__name__}")
-        size = _check_limit(limit)
+        status = validate.optional_text(status, "status")
+        size = _limit(limit)
         return await self.backend.run(
             lambda: queries.tool_calls(**filters, status=status, limit=size, slowest=True),
             write=False,
@@ -690,29 +677,21 @@ class Store:
         since: datetime | None,
         until: datetime | None,
     ) -> dict[str, Any]:
-        if session_id is not None:
-            _check_session_id(session_id)
-        if run_id is not None and (isinstance(run_id, bool) or not isinstance(run_id, int)):
-            raise InvalidOperationError(f"run_id must be an int, got {run_id!r}")
-        if tool_name is not None and not isinstance(tool_name, str):
-            raise InvalidOperationError(f"tool_name must be a str, got {tool_name!r}")
         return {
-            "session_id": session_id,
-            "run_id": run_id,
-            "tool_name": tool_name,
-            "since": self._bind_time(since) if since is not None else None,
-            "until": self._bind_time(until) if until is not None else None,
+            "session_id": validate.optional_key(session_id, "session_id"),
+            "run_id": validate.filter_id(run_id, "run_id"),
+            "tool_name": validate.optional_text(tool_name, "tool_name"),
+            "since": self._bind_time(validate.optional_time(since, "since")),
+            "until": self._bind_time(validate.optional_time(until, "until")),
         }
 
     async def model_responses(
         self, *, session_id: str | None = None, run_id: int | None = None, limit: int = 100
     ) -> list[ModelResponse]:
         """The newest ``limit`` model calls recorded by ``session.hooks``, oldest first."""
-        if session_id is not None:
-            _check_session_id(session_id)
-        if run_id is not None and (isinstance(run_id, bool) or not isinstance(run_id, int)):
-            raise InvalidOperationError(f"run_id must be an int, got {run_id!r}")
-        size = _check_limit(limit)
+        session_id = validate.optional_key(session_id, "session_id")
+        run_id = validate.filter_id(run_id, "run_id")
+        size = _limit(limit)
         return await self.backend.run(
             lambda: queries.model_responses(session_id=session_id, run_id=run_id, limit=size),
             write=False,
@@ -732,14 +711,11 @@ class Store:
         Filters select runs (``since`` inclusive, ``until`` exclusive, on the run's start).
         Without ``session.hooks`` runs carry no model or agent, and count under ``None``.
         """
-        if group_by not in queries.GROUPS:
-            raise InvalidOperationError(f"group_by is one of {queries.GROUPS}, not {group_by!r}")
-        if session_id is not None:
-            _check_session_id(session_id)
-        if user_id is not None and not isinstance(user_id, str):
-            raise InvalidOperationError(f"user_id must be a str, got {type(user_id).__name__}")
-        start = self._bind_time(since) if since is not None else None
-        end = self._bind_time(until) if until is not None else None
+        group_by = validate.choice(group_by, "group_by", queries.GROUPS)
+        session_id = validate.optional_key(session_id, "session_id")
+        user_id = validate.optional_text(user_id, "user_id")
+        start = self._bind_time(validate.optional_time(since, "since"))
+        end = self._bind_time(validate.optional_time(until, "until"))
         return await self.backend.run(
             lambda: queries.usage(
                 group_by, session_id=session_id, user_id=user_id, since=start, until=end
@@ -769,15 +745,12 @@ class Store:
         costs a few microseconds per matching item, so prefer it for words that occur in many
         thousands of items.
         """
-        if order not in queries.SEARCH_ORDERS:
-            raise InvalidOperationError(f"order is one of {queries.SEARCH_ORDERS}, not {order!r}")
-        if not isinstance(query, str):
-            raise InvalidOperationError(f"a search query is a str, got {type(query).__name__}")
-        if session_id is not None:
-            _check_session_id(session_id)
-        role_list = _str_list(roles, "roles")
-        type_list = _str_list(types, "types")
-        size = _check_limit(limit)
+        order = validate.choice(order, "order", queries.SEARCH_ORDERS)
+        query = validate.text(query, "a search query")
+        session_id = validate.optional_key(session_id, "session_id")
+        role_list = validate.text_list(roles, "roles")
+        type_list = validate.text_list(types, "types")
+        size = _limit(limit)
         return await self.backend.run(
             lambda: queries.search(
                 query,
@@ -802,13 +775,13 @@ class Store:
         """
         from . import export
 
-        sid = _check_session_id(session_id)
-        if format not in export.FORMATS:
-            raise InvalidOperationError(f"format is one of {export.FORMATS}, not {format!r}")
-        data = await self.backend.run(
-            lambda: queries.export_data(sid, bool(all_branches)), write=False
-        )
-        return export.render(data, format)
+        sid = validate.key(session_id, "session_id")
+        fmt = validate.choice(format, "format", export.FORMATS)
+        every = validate.flag(all_branches, "all_branches")
+        data = await self.backend.run(lambda: queries.export_data(sid, every), write=False)
+        # On a thread of its own: a long session's rendering does not hold up the event loop,
+        # and the deepest item JSON can hold (see export._dumps) has the whole stack to render.
+        return await asyncio.to_thread(export.render, data, fmt)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

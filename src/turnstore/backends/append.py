@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import InvalidOperationError
 from ..items import ItemInfo
 from ..model import SessionInfo, Usage
+from ..validate import MAX_INT, MAX_REQUESTS
 from .base import Fetch, Head, Op, PreparedItem, Query, lock_session, set_head
 from .reads import find_run, session_info
 
@@ -336,8 +337,11 @@ def _apply_append_run(
 
 
 def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -> Op[None]:
-    statement = "add_run_usage" if add else "set_run_usage"
-    yield Query(statement, {"sid": sid, "id": run_id, "now": now, **_usage_params(usage)})
+    params = {"sid": sid, "id": run_id, "now": now, **_usage_params(usage)}
+    if add:
+        yield Query("add_run_usage", {**params, "max": MAX_INT, "max_requests": MAX_REQUESTS})
+    else:
+        yield Query("set_run_usage", params)
 
 
 def insert_item(

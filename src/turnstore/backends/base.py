@@ -30,6 +30,7 @@ import msgspec
 from ..errors import InvalidItemError
 from ..items import ItemInfo, classify
 from ..model import Run, SessionInfo, ToolCall, Usage
+from ..validate import check_json
 
 __all__ = [
     "RUN_COLUMNS",
@@ -42,7 +43,6 @@ __all__ = [
     "PreparedItem",
     "Query",
     "as_datetime",
-    "check_keys",
     "decode_items",
     "dumps_item",
     "finish_write",
@@ -155,7 +155,10 @@ _ASCII_ENCODER = json.JSONEncoder()
 
 
 def dumps_item(item: Mapping[str, Any]) -> str:
-    """``item`` as JSON text; ValueError when two of an object's keys are one in JSON."""
+    """``item`` as JSON text; ValueError when it nests deeper than ``MAX_DEPTH`` or two of an
+    object's keys are one in JSON (see ``validate.check_json``), TypeError when JSON cannot
+    hold it."""
+    check_json(item)
     # Readable UTF-8 in the database; an item holding a lone surrogate cannot be encoded as
     # UTF-8 text, so it is stored \u-escaped instead (it decodes to the same value).
     data = _UTF8_ENCODER.encode(item)
@@ -164,40 +167,7 @@ def dumps_item(item: Mapping[str, Any]) -> str:
             data.encode("utf-8")
         except UnicodeEncodeError:
             data = _ASCII_ENCODER.encode(item)
-    check_keys(item)
     return data
-
-
-_CONTAINERS = frozenset({dict, list, tuple})
-
-
-def check_keys(value: Any) -> None:
-    """Raise ValueError when two keys of one dict in ``value`` are the same key in JSON.
-
-    JSON keys are text: ``json`` writes 1, 1.0, True and None as "1", "1.0", "true" and
-    "null", so ``{"1": "a", 1: "b"}`` would be written with the key twice and read back with
-    one value lost. ``value`` must be JSON-serialisable (checked first by encoding it).
-    """
-    if isinstance(value, dict):
-        keys: Any = value
-        if not all(type(key) is str for key in keys):
-            seen: set[str] = set()
-            for key in keys:
-                # The encoder's own conversion ('{"1": 0}'): plain ASCII, no escapes.
-                name = key if isinstance(key, str) else _ASCII_ENCODER.encode({key: 0})[2:-5]
-                if name in seen:
-                    raise ValueError(
-                        f"two keys of one object are both {name!r} in JSON, so one value "
-                        "would be lost"
-                    )
-                seen.add(name)
-        values: Any = value.values()
-    else:
-        values = value
-    for child in values:
-        kind = type(child)
-        if kind in _CONTAINERS or (kind is not str and isinstance(child, (dict, list, tuple))):
-            check_keys(child)
 
 
 def prepare_items(items: Sequence[Any]) -> list[PreparedItem]:

@@ -246,7 +246,7 @@ MIGRATIONS: list[list[str]] = [
     # 5: a B-tree entry must fit in a third of a page (~2.7 kB), and a tool name or call_id
     # comes from an item, of any length: such a value failed the whole batch. They are
     # indexed by a prefix (_CALL_ID_IS, _TOOL_NAME_IS), which the lookups name along with
-    # the full value. session_id and user_id are limited instead (store.MAX_KEY_BYTES).
+    # the full value. session_id and user_id are limited instead (validate.MAX_KEY_BYTES).
     [
         "DROP INDEX tool_calls_session_call",
         "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, left(call_id, 256))",
@@ -383,12 +383,20 @@ SQL: dict[str, str | None] = {
         WHERE session_id = %(sid)s AND id = %(id)s""",
     # A Runner call's usage since its last write: each call's tokens add up on its run.
     "add_run_usage": """
-        UPDATE runs SET requests = requests + %(requests)s,
-            input_tokens = input_tokens + %(input_tokens)s,
-            output_tokens = output_tokens + %(output_tokens)s,
-            total_tokens = total_tokens + %(total_tokens)s,
-            cached_tokens = cached_tokens + %(cached_tokens)s,
-            reasoning_tokens = reasoning_tokens + %(reasoning_tokens)s,
+        -- A sum stops at its column's largest value: a usage figure never fails a turn.
+        UPDATE runs SET
+            requests = LEAST(requests, %(max_requests)s - %(requests)s)
+                + %(requests)s,
+            input_tokens = LEAST(input_tokens, %(max)s - %(input_tokens)s)
+                + %(input_tokens)s,
+            output_tokens = LEAST(output_tokens, %(max)s - %(output_tokens)s)
+                + %(output_tokens)s,
+            total_tokens = LEAST(total_tokens, %(max)s - %(total_tokens)s)
+                + %(total_tokens)s,
+            cached_tokens = LEAST(cached_tokens, %(max)s - %(cached_tokens)s)
+                + %(cached_tokens)s,
+            reasoning_tokens = LEAST(reasoning_tokens, %(max)s - %(reasoning_tokens)s)
+                + %(reasoning_tokens)s,
             updated_at = %(now)s
         WHERE session_id = %(sid)s AND id = %(id)s""",
     "set_run_answer": """
@@ -1022,6 +1030,10 @@ class PostgresBackend:
             return
         if url is None:
             raise ConfigurationError("PostgresBackend needs a postgresql:// URL or a pool")
+        if connect_kwargs is not None and not isinstance(connect_kwargs, Mapping):
+            raise ConfigurationError(
+                f"connect_kwargs must be a mapping, got {type(connect_kwargs).__name__}"
+            )
         conninfo = _parse_url(url)
         self._where = _describe(conninfo)
         self._ready = True

@@ -13,9 +13,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -53,7 +52,6 @@ __all__ = [
     "delete_session",
     "export_data",
     "list_sessions",
-    "metadata_filter",
     "model_responses",
     "parse_search",
     "search",
@@ -71,33 +69,6 @@ SEARCH_ORDERS: tuple[SearchOrder, ...] = ("relevance", "recent")
 
 # ---------------------------------------------------------------------------------------------
 # The session catalogue
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def metadata_filter(metadata: Mapping[str, Any] | None) -> str | None:
-    """The JSON text of a metadata filter (key -> scalar value), or None for no filter.
-
-    Only scalar values are accepted, so that "contains" means the same on every backend:
-    each key is present with an equal value (numbers compare by value, ``True`` is not 1).
-    """
-    if metadata is None:
-        return None
-    if not isinstance(metadata, Mapping):
-        raise InvalidOperationError(
-            f"a metadata filter is a mapping of key to value, got {type(metadata).__name__}"
-        )
-    for key, value in metadata.items():
-        if not isinstance(key, str):
-            raise InvalidOperationError(f"metadata keys are strings, got {key!r}")
-        if not isinstance(value, _SCALARS) or (
-            isinstance(value, float) and not math.isfinite(value)
-        ):
-            raise InvalidOperationError(
-                f"metadata filter values are str, int, float, bool or None; {key!r} is "
-                f"{type(value).__name__}"
-            )
-    return json.dumps(dict(metadata), ensure_ascii=False) if metadata else None
 
 
 def _encode_cursor(order: str, row: SessionInfo, raw_time: Any) -> str:

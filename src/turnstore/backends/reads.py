@@ -62,7 +62,6 @@ def path_runs(session_id: str) -> Op[list[Run]]:
 def find_run(session_id: str, run_id: int) -> Op[Run]:
     """The run ``run_id`` of this session (looked up by session, so that a sharded store
     reads one shard); RunNotFoundError if it is unknown or another session's."""
-    _check_run_id(run_id)
     row = yield Query("session_run", {"sid": session_id, "id": run_id}, Fetch.ONE)
     if row is None:
         yield from get_run(run_id)  # raises if there is no such run at all
@@ -117,22 +116,8 @@ def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
 # Viewing: what the web viewer reads (one branch a window at a time, runs and calls by id)
 
 
-def _check_id(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise NotFoundError(f"{what} ids are integers, got {value!r}")
-    return value
-
-
-def _check_run_id(run_id: Any) -> None:
-    try:
-        _check_id(run_id, "run")
-    except NotFoundError as exc:
-        raise RunNotFoundError(str(exc)) from None
-
-
 def get_run(run_id: int) -> Op[Run]:
     """The run ``run_id``, whatever its session."""
-    _check_run_id(run_id)
     row = yield Query("run", {"id": run_id}, Fetch.ONE)
     if row is None:
         raise RunNotFoundError(f"no run {run_id}")
@@ -141,7 +126,7 @@ def get_run(run_id: int) -> Op[Run]:
 
 def get_tool_call(call_id: int) -> Op[ToolCall]:
     """The tool call row ``call_id`` (the row id, not the model's ``call_id`` string)."""
-    row = yield Query("tool_call", {"id": _check_id(call_id, "tool call")}, Fetch.ONE)
+    row = yield Query("tool_call", {"id": call_id}, Fetch.ONE)
     if row is None:
         raise NotFoundError(f"no tool call {call_id}")
     return tool_call_from_row(row)

@@ -418,12 +418,14 @@ SQL: dict[str, str | None] = {
         WHERE id = :id""",
     # A Runner call's usage since its last write: each call's tokens add up on its run.
     "add_run_usage": """
-        UPDATE runs SET requests = requests + :requests,
-            input_tokens = input_tokens + :input_tokens,
-            output_tokens = output_tokens + :output_tokens,
-            total_tokens = total_tokens + :total_tokens,
-            cached_tokens = cached_tokens + :cached_tokens,
-            reasoning_tokens = reasoning_tokens + :reasoning_tokens,
+        -- A sum stops at its column's largest value: a usage figure never fails a turn.
+        UPDATE runs SET
+            requests = min(requests, :max_requests - :requests) + :requests,
+            input_tokens = min(input_tokens, :max - :input_tokens) + :input_tokens,
+            output_tokens = min(output_tokens, :max - :output_tokens) + :output_tokens,
+            total_tokens = min(total_tokens, :max - :total_tokens) + :total_tokens,
+            cached_tokens = min(cached_tokens, :max - :cached_tokens) + :cached_tokens,
+            reasoning_tokens = min(reasoning_tokens, :max - :reasoning_tokens) + :reasoning_tokens,
             updated_at = :now
         WHERE id = :id""",
     "set_run_answer": """

@@ -16,11 +16,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..store import MAX_KEY_BYTES
+from ..validate import MAX_INT, MAX_KEY_BYTES
 
 __all__ = ["MAX_ID", "Page", "Params", "whole_number"]
 
-MAX_ID = 2**63 - 1  # the largest id (and depth) either backend stores
+MAX_ID = MAX_INT  # the largest id (and depth) either backend stores
 # NUL is refused by PostgreSQL TEXT, lone surrogates by every UTF-8 encoder.
 _UNSAFE = re.compile("[\x00\ud800-\udfff]")
 _DIGITS = re.compile("[0-9]{1,19}")  # int() would also take " 1", "1_0" and other scripts' digits

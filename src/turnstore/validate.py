@@ -1,0 +1,362 @@
+"""The checks of every public call's arguments: one rule, declared once.
+
+The rule (docs/reliability.md, "Refusals"):
+
+- **Opening** a database (``Store.open``, ``migrate``, a ``StructuredSession``'s ``db``): a
+  target or option it cannot open with is ``ConfigurationError``.
+- **Items** that cannot be stored as given are ``InvalidItemError``.
+- **Any other argument** of the wrong type or out of its range is ``InvalidOperationError``.
+- **Ids** are ints. One that names nothing is ``NotFoundError`` where it is looked up, and
+  matches nothing where it filters. An int outside the 64-bit range names nothing on any
+  database, so it is such an unknown id (not a wrong argument); any other type is wrong.
+
+Every check runs before the call reaches the database, so a refused call changes nothing.
+Text arguments hold no NUL (PostgreSQL's text refuses it) and no lone surrogate (no UTF-8
+encoder writes one); JSON values (items, metadata) nest at most ``MAX_DEPTH`` deep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from .errors import ConfigurationError, InvalidOperationError, NotFoundError
+from .model import Usage
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT",
+    "MAX_KEY_BYTES",
+    "MAX_REQUESTS",
+    "check_json",
+    "choice",
+    "clamped_usage",
+    "count",
+    "filter_id",
+    "flag",
+    "key",
+    "lookup_id",
+    "metadata",
+    "metadata_filter",
+    "open_options",
+    "open_target",
+    "optional_key",
+    "optional_text",
+    "optional_time",
+    "optional_usage",
+    "text",
+    "text_list",
+]
+
+MAX_INT = 2**63 - 1
+"""The largest integer either backend stores (SQLite INTEGER, PostgreSQL BIGINT)."""
+
+MAX_REQUESTS = 2**31 - 1
+"""The most requests a run or model call counts (PostgreSQL keeps them in INTEGER columns)."""
+
+MAX_KEY_BYTES = 1024
+"""The longest session_id or user_id, in UTF-8 bytes.
+
+They are keys of PostgreSQL's B-tree indexes, whose entries must fit in a third of a page
+(~2.7 kB): two keys of this size fit in one entry with room to spare. The limit holds on every
+backend, so that a database can move from SQLite to PostgreSQL.
+"""
+
+MAX_DEPTH = 200
+"""How deep an item or metadata value may nest lists and objects.
+
+Far deeper than any model's items; deep enough below Python's recursion limit (1,000) that
+encoding, decoding and exporting such a value never runs out of stack.
+"""
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+
+
+def _encodes(value: str) -> bool:
+    # ASCII needs no encoding to be known valid: most arguments are.
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def text(value: Any, name: str) -> str:
+    """``value`` if it is a str without NUL or lone surrogates."""
+    if not isinstance(value, str):
+        raise InvalidOperationError(f"{name} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidOperationError(f"{name} must be text without NUL, got {value!r}")
+    if not _encodes(value):
+        # What a command-line argument that is not UTF-8 decodes to.
+        raise InvalidOperationError(
+            f"{name} is not valid UTF-8 text (it holds a lone surrogate): {value!r}"
+        )
+    return value
+
+
+def optional_text(value: Any, name: str) -> str | None:
+    """``text(value, name)``, or None for None."""
+    return None if value is None else text(value, name)
+
+
+def key(value: Any, name: str) -> str:
+    """``value`` if it is text (see ``text``) of at most ``MAX_KEY_BYTES`` in UTF-8."""
+    checked = text(value, name)
+    # A character is at most 4 bytes: short keys need no encoding to be measured.
+    if len(checked) > MAX_KEY_BYTES // 4 and len(checked.encode()) > MAX_KEY_BYTES:
+        raise InvalidOperationError(
+            f"{name} must be at most {MAX_KEY_BYTES} bytes in UTF-8, got {len(checked.encode())}"
+        )
+    return checked
+
+
+def optional_key(value: Any, name: str) -> str | None:
+    """``key(value, name)``, or None for None."""
+    return None if value is None else key(value, name)
+
+
+def text_list(values: Any, name: str) -> list[str] | None:
+    """``values`` (a list or tuple of text, see ``text``) as a list, or None for None."""
+    if values is None:
+        return None
+    if not isinstance(values, (list, tuple)):
+        raise InvalidOperationError(f"{name} must be a list of str, got {type(values).__name__}")
+    return [text(value, f"each of {name}") for value in values]
+
+
+def choice(value: Any, name: str, choices: Collection[T]) -> T:
+    """``value`` if it is one of ``choices``."""
+    # Hashability is not assumed: a list is simply not one of them.
+    if not any(type(value) is type(option) and value == option for option in choices):
+        raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {value!r}")
+    chosen: T = value
+    return chosen
+
+
+def flag(value: Any, name: str) -> bool:
+    """``value`` if it is a bool."""
+    if not isinstance(value, bool):
+        raise InvalidOperationError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers, ids and times
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def count(value: Any, name: str, *, minimum: int = 0) -> int:
+    """``value`` if it is an int from ``minimum`` to ``MAX_INT`` (a limit, a position)."""
+    if not _is_int(value) or not minimum <= value <= MAX_INT:
+        raise InvalidOperationError(
+            f"{name} must be an int from {minimum} to 2**63 - 1, got {value!r}"
+        )
+    result: int = value
+    return result
+
+
+def _usage_limit(name: str) -> int:
+    return MAX_REQUESTS if name == "requests" else MAX_INT
+
+
+def clamped_usage(**figures: Any) -> Usage:
+    """A ``Usage`` of figures someone else counted (the SDK's), as the database stores them:
+    each clamped into 0..its limit (``MAX_REQUESTS`` requests, ``MAX_INT`` tokens), anything
+    not a number 0. Never raises: a turn is never lost because of a usage figure."""
+    clamped = {}
+    for name, value in figures.items():
+        try:
+            number = int(value or 0)
+        except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinity
+            number = 0
+        clamped[name] = min(max(number, 0), _usage_limit(name))
+    return Usage(**clamped)
+
+
+def lookup_id(value: Any, what: str, not_found: type[NotFoundError] = NotFoundError) -> int:
+    """``value`` if it is an int id that can exist; ``not_found`` if it is out of range."""
+    if not _is_int(value):
+        raise InvalidOperationError(f"{what} ids are ints, got {value!r}")
+    if not -MAX_INT - 1 <= value <= MAX_INT:
+        raise not_found(f"no {what} {value}")
+    result: int = value
+    return result
+
+
+def filter_id(value: Any, name: str) -> int | None:
+    """``value`` (an int id, or None for no filter) as a bindable id matching the same rows."""
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise InvalidOperationError(f"{name} must be an int id, got {value!r}")
+    # Ids start at 1 on both backends: 0 matches nothing, as an id out of range would.
+    result: int = value if -MAX_INT - 1 <= value <= MAX_INT else 0
+    return result
+
+
+def optional_time(value: Any, name: str) -> datetime | None:
+    """``value`` if it is a datetime (naive ones are UTC), or None."""
+    if value is not None and not isinstance(value, datetime):
+        raise InvalidOperationError(f"{name} must be a datetime, got {type(value).__name__}")
+    return value
+
+
+def optional_usage(value: Any, name: str = "usage") -> Usage | None:
+    """``value`` if it is a ``Usage`` of ints from 0 to their limit (``MAX_REQUESTS``
+    requests, ``MAX_INT`` tokens), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, Usage):
+        raise InvalidOperationError(f"{name} must be a turnstore Usage, got {type(value).__name__}")
+    for field in dataclasses.fields(Usage):
+        figure = getattr(value, field.name)
+        if not _is_int(figure) or not 0 <= figure <= _usage_limit(field.name):
+            raise InvalidOperationError(
+                f"{name}.{field.name} must be an int from 0 to {_usage_limit(field.name)}, "
+                f"got {figure!r}"
+            )
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON values: items and metadata
+
+_CONTAINERS = frozenset({dict, list, tuple})
+_ASCII_ENCODER = json.JSONEncoder()
+
+
+def check_json(value: Any, depth: int = MAX_DEPTH) -> None:
+    """Raise ValueError when ``value`` nests lists and objects more than ``MAX_DEPTH`` deep,
+    or when two keys of one of its dicts are the same key in JSON.
+
+    JSON keys are text: ``json`` writes 1, 1.0, True and None as "1", "1.0", "true" and
+    "null", so ``{"1": "a", 1: "b"}`` would be written with the key twice and read back with
+    one value lost. One walk checks both, before anything encodes the value (which is where a
+    deeper value would exhaust the stack); a key ``json`` cannot write raises TypeError.
+    """
+    if depth == 0:
+        raise ValueError(f"it nests lists and objects more than {MAX_DEPTH} deep")
+    if isinstance(value, dict):
+        keys: Any = value
+        if not all(type(name) is str for name in keys):
+            seen: set[str] = set()
+            for name in keys:
+                # The encoder's own conversion ('{"1": 0}'): plain ASCII, no escapes.
+                text = name if isinstance(name, str) else _ASCII_ENCODER.encode({name: 0})[2:-5]
+                if text in seen:
+                    raise ValueError(
+                        f"two keys of one object are both {text!r} in JSON, so one value "
+                        "would be lost"
+                    )
+                seen.add(text)
+        values: Any = value.values()
+    else:
+        values = value
+    for child in values:
+        kind = type(child)
+        if kind in _CONTAINERS or (kind is not str and isinstance(child, (dict, list, tuple))):
+            check_json(child, depth - 1)
+
+
+def metadata(value: Any, name: str = "metadata") -> str:
+    """``value`` (a mapping with str keys) as the JSON text stored for it."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidOperationError(f"{name} must be a mapping with str keys")
+    try:
+        check_json(dict(value))
+        data = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOperationError(f"{name} must be JSON-serialisable: {exc}") from None
+    # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
+    if "\\u0000" in data or not _encodes(data):
+        raise InvalidOperationError(f"{name} must not hold NUL or lone surrogates")
+    return data
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def metadata_filter(value: Any) -> str | None:
+    """The JSON text of a metadata filter (key -> scalar value), or None for no filter.
+
+    Only scalar values are accepted, so that "contains" means the same on every backend:
+    each key is present with an equal value (numbers compare by value, ``True`` is not 1).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidOperationError(
+            f"a metadata filter is a mapping of key to value, got {type(value).__name__}"
+        )
+    for name, wanted in value.items():
+        text(name, "a metadata filter's key")
+        if isinstance(wanted, str):
+            text(wanted, f"the metadata filter's {name!r}")
+        elif not isinstance(wanted, _SCALARS) or (
+            isinstance(wanted, float) and not math.isfinite(wanted)
+        ):
+            raise InvalidOperationError(
+                f"metadata filter values are str, int, float, bool or None; {name!r} is "
+                f"{type(wanted).__name__}"
+            )
+    return json.dumps(dict(value), ensure_ascii=False) if value else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening
+
+
+def open_target(target: str) -> str:
+    """``target`` (a path or URL) if a database could be opened by it."""
+    if "\x00" in target or not _encodes(target):
+        raise ConfigurationError(
+            f"a database path or URL holds no NUL and is valid UTF-8, got {target!r}"
+        )
+    return target
+
+
+def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, Any]) -> None:
+    """Refuse options that ``opener`` does not take, or whose value is not of the kind of its
+    default: a bool for a bool, a finite number >= 0 for a number (an int for an int), text
+    for text. Options without a default value of those kinds are the opener's to check."""
+    parameters = inspect.signature(opener).parameters
+    for name, value in options.items():
+        parameter = parameters.get(name)
+        if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+            known = ", ".join(
+                p.name for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
+            )
+            raise ConfigurationError(f"{what} takes no option {name!r}; its options: {known}")
+        default = parameter.default
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+        elif isinstance(default, (int, float)):
+            kinds = int if isinstance(default, int) else (int, float)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, kinds)
+                or not (math.isfinite(value) and 0 <= value <= MAX_INT)
+            ):
+                kind = "an int" if kinds is int else "a number"
+                raise ConfigurationError(f"{name} must be {kind} >= 0, got {value!r}")
+        elif isinstance(default, str):
+            try:
+                text(value, name)
+            except InvalidOperationError as exc:
+                raise ConfigurationError(str(exc)) from None
