@@ -137,12 +137,12 @@ def text_list(values: Any, name: str) -> list[str] | None:
 
 
 def choice(value: Any, name: str, choices: Collection[T]) -> T:
-    """``value`` if it is one of ``choices``."""
-    # Hashability is not assumed: a list is simply not one of them.
-    if not any(type(value) is type(option) and value == option for option in choices):
-        raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {value!r}")
-    chosen: T = value
-    return chosen
+    """The one of ``choices`` that ``value`` is (a str enum's member counts as its value)."""
+    # Compared, not looked up: a list, say, is not hashable, and simply none of them.
+    for option in choices:
+        if isinstance(value, type(option)) and value == option:
+            return option
+    raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {value!r}")
 
 
 def flag(value: Any, name: str) -> bool:
