@@ -1000,6 +1000,9 @@ class PostgresBackend:
             raise ConfigurationError(
                 "need retries >= 0 and 0 <= min_size <= max_size with max_size >= 1"
             )
+        if not (connect_timeout > 0 and pool_timeout > 0):
+            # With no time to connect, the open would fail after creating the schema.
+            raise ConfigurationError("connect_timeout and pool_timeout must be > 0 seconds")
         self.schema = schema
         self.found_version: int | None = None
         """The schema version found at opening (None: no turnstore schema); with a caller's
