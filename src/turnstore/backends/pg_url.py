@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from urllib.parse import unquote_plus
 
-from ..errors import ConfigurationError
+from .. import validate
+from ..errors import ConfigurationError, InvalidOperationError
 
 __all__ = ["DEFAULT_SCHEMA", "check_schema", "split_schema"]
 
@@ -23,18 +24,17 @@ DEFAULT_SCHEMA = "public"
 
 
 def check_schema(schema: object) -> str:
-    """``schema`` if PostgreSQL can name a schema so (1 to 63 bytes, no NUL), else a
+    """``schema`` if PostgreSQL can name a schema so (1 to 63 bytes of UTF-8, no NUL), else a
     ConfigurationError."""
-    if (
-        not isinstance(schema, str)
-        or not schema
-        or "\x00" in schema
-        or len(schema.encode("utf-8", "surrogatepass")) > 63
-    ):
+    try:
+        name = validate.text(schema, "schema")
+    except InvalidOperationError:  # not a str, a NUL, a lone surrogate (UTF-8 has none)
+        name = ""
+    if not 0 < len(name.encode()) <= 63:
         raise ConfigurationError(
             f"schema must be a PostgreSQL identifier of 1 to 63 bytes, got {schema!r}"
         )
-    return schema
+    return name
 
 
 def split_schema(url: str, schema: str | None) -> tuple[str, str]:
