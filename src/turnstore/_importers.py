@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import validate
 from .backends.append import GraftRun
 from .backends.base import dumps_item, loads_item, prepare_items
 from .backends.sqlite import connect_read_only
@@ -353,8 +354,8 @@ class _SQLiteSource(Source):
 
 
 def _count(value: Any) -> int | None:
-    """A token or request count as the database can store it (0 <= n < 2**63; None and 0
-    are 0), or None when ``value`` is not one: text, a fraction, a bool, too large."""
+    """A token or request count (None and 0 are 0; digits and whole floats count), or None
+    when ``value`` is not one: text, a fraction, a bool, negative, beyond 64 bits."""
     if value is None:
         return 0
     if (isinstance(value, float) and value.is_integer()) or (
@@ -367,11 +368,15 @@ def _count(value: Any) -> int | None:
 
 
 def _usage(counts: dict[str, Any]) -> Usage | None:
-    """A ``Usage`` of the counts named by its fields, or None if any is not a count."""
+    """A ``Usage`` of the counts named by its fields, or None if any is not a count the
+    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER)."""
     checked = {name: _count(counts.get(name)) for name in _USAGE_FIELDS}
     if any(count is None for count in checked.values()):
         return None
-    return Usage(**checked)  # type: ignore[arg-type]
+    try:
+        return validate.optional_usage(Usage(**checked))  # type: ignore[arg-type]
+    except InvalidOperationError:
+        return None
 
 
 def _turn_usage(row: Sequence[Any]) -> Usage | None:
