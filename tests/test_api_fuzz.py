@@ -173,6 +173,9 @@ STORE_CALLS: dict[str, Call] = {
     "StructuredSession(user_id)": lambda s, r, v: StructuredSession("s", s, user_id=v).runs(),
     "StructuredSession(metadata)": lambda s, r, v: StructuredSession("s", s, metadata=v).runs(),
     "StructuredSession(title)": lambda s, r, v: StructuredSession("s", s, title=v).runs(),
+    "StructuredSession(session_settings)": lambda s, r, v: StructuredSession(
+        "s", s, session_settings=v
+    ).get_items(),
     "session.get_items(limit)": lambda s, r, v: _session(s).get_items(v),
     "session.add_items(items)": lambda s, r, v: _session(s).add_items(v),
     "session.add_items(an item)": lambda s, r, v: _session(s).add_items([v]),

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from builders import assistant, user
-from conftest import POSTGRES_URL, sql
+from conftest import POSTGRES_URL, require_module, sql
 from test_tree import converse, snapshot
 from turnstore import (
     ConfigurationError,
@@ -471,7 +471,17 @@ def test_a_database_path_or_url_with_nul_or_lone_surrogates_is_refused(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigurationError):
         Store.open(target)
+    with pytest.raises(ConfigurationError):
+        StructuredSession("s", target)  # resolved as a path first, to share its store
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("settings", ["limit=5", 5, {"limit": "x"}, {"bogus": 1}])
+async def test_a_session_refuses_bad_settings_when_it_is_made(store: Store, settings: Any) -> None:
+    require_module("agents")  # the SDK checks settings; without it they are not used
+    with pytest.raises(InvalidOperationError, match="session_settings"):
+        StructuredSession("s", store, session_settings=settings)
+    assert await store.session("s") is None
 
 
 async def test_a_batch_with_one_deep_item_stores_nothing(store: Store) -> None:

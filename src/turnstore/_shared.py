@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from . import validate
 from .store import Store, sqlite_path
 
 __all__ = ["IDLE_CLOSE", "Lease", "acquire", "closed"]
@@ -50,6 +51,7 @@ def _key(target: object) -> str | None:
     text = os.fspath(target) if isinstance(target, os.PathLike) else target
     if not isinstance(text, str):
         return None  # not a target Store.open accepts: let it say why
+    validate.open_target(text)  # before it is resolved as a path
     if "://" in text and not text.lower().startswith("sqlite://"):
         return text  # a server URL
     path = sqlite_path(text)

@@ -103,7 +103,12 @@ def _coerce_settings(settings: Any) -> Any:
         from agents.memory.session_settings import SessionSettings, coerce_session_settings
     except ImportError:
         return settings
-    return SessionSettings() if settings is None else coerce_session_settings(settings)
+    if settings is None:
+        return SessionSettings()
+    try:
+        return coerce_session_settings(settings)
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise InvalidOperationError(f"session_settings: {exc}") from None
 
 
 def _sdk_snapshot_type() -> Any:
