@@ -178,6 +178,7 @@ async def test_a_store_that_lost_the_race_adopts_nothing(sdk_file: Path) -> None
         await second.aclose()
 
 
+@pytest.mark.slow
 def test_processes_adopting_at_once_import_each_session_once(sdk_file: Path) -> None:
     ctx = workers.context()
     start = ctx.Barrier(4)

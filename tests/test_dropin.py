@@ -155,6 +155,34 @@ async def test_interleaved_runner_calls_keep_their_answers_tool_calls_and_usage(
     assert len(items) == 8
 
 
+@function_tool
+def flaky(q: str) -> str:
+    """Fails."""
+    raise RuntimeError("database is down")
+
+
+async def test_a_tool_that_raised_is_a_failed_call_in_the_installed_sdks_words(
+    store: Store,
+) -> None:
+    # openai-agents before 0.23 words the failure with the exception's text, later ones
+    # without it: a failed call either way.
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call("flaky", {"q": "x"}, call_id="c1")]),
+            ModelStep(output=[function_call("flaky", '{"q": ', call_id="c2")]),  # bad JSON
+            ModelStep(output=[assistant_message("sorry", item_id="m1")]),
+        ]
+    )
+    session = StructuredSession("s", store)
+    await Runner.run(Agent("A", model=model, tools=[flaky]), "q", session=session)
+    calls = await store.tool_calls(session_id="s")
+    outputs = [item["output"] for item in await session.get_items() if "output" in item]
+    assert [(c.call_id, c.status, c.error) for c in calls] == [
+        ("c1", "failed", outputs[0]),
+        ("c2", "failed", outputs[1]),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # The SDK's constructor, limits and ids
 

@@ -94,10 +94,13 @@ def _pairing_key(info: ItemInfo) -> str:
 
 # Outputs that report a failure in words rather than a status: what openai-agents writes when
 # a function tool raises (``default_tool_error_function``) or times out
-# (``default_tool_timeout_error_message``). A custom ``failure_error_function`` is not
-# recognised; its calls count as completed.
+# (``default_tool_timeout_error_message``). Releases before 0.23 add the exception's text
+# (" Error: ...") and word bad JSON arguments apart. A custom ``failure_error_function`` is
+# not recognised; its calls count as completed.
 _ERROR_OUTPUT = re.compile(
-    r"An error occurred while running the tool\. Please try again\."
+    r"An error occurred while running the tool\. Please try again\.(?: Error: .*)?"
+    r"|An error occurred while parsing tool arguments\. Please try again with valid JSON\."
+    r" Error: .*"
     r"|Tool '.*' timed out after [0-9.e+-]+ seconds\.",
     re.DOTALL,
 )
