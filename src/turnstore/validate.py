@@ -10,9 +10,11 @@ The rule (docs/reliability.md, "Refusals"):
   matches nothing where it filters. An int outside the 64-bit range names nothing on any
   database, so it is such an unknown id (not a wrong argument); any other type is wrong.
 
-Every check runs before the call reaches the database, so a refused call changes nothing.
-Text arguments hold no NUL (PostgreSQL's text refuses it) and no lone surrogate (no UTF-8
-encoder writes one); JSON values (items, metadata) nest at most ``MAX_DEPTH`` deep.
+A refused call changes nothing: the checks run before the call reaches the database, but
+for the few that need what is stored (the item an edit makes), which run in the write's
+transaction and roll it back. Text arguments hold no NUL (PostgreSQL's text refuses it) and
+no lone surrogate (no UTF-8 encoder writes one); JSON values (items, metadata) nest at most
+``MAX_DEPTH`` deep.
 """
 
 from __future__ import annotations
