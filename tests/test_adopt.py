@@ -23,6 +23,7 @@ from builders import assistant, user
 from conftest import sql
 from turnstore import Store, StructuredSession, adopt_sdk_sessions
 from turnstore._importers import import_source, open_source
+from turnstore.errors import ReadOnlyError
 
 pytestmark = pytest.mark.e2e
 
@@ -240,3 +241,42 @@ async def test_every_session_can_be_adopted_at_once(sdk_file: Path) -> None:
         assert as_json(await turnstore_items(sdk_file, session_id)) == as_json(
             await sdk_items(sdk_file, session_id)
         )
+
+
+async def test_a_session_the_sdk_wrote_after_the_store_opened_is_adopted(
+    sdk_file: Path,
+) -> None:
+    async with Store.open(sdk_file) as store:
+        assert await StructuredSession("weather", store).get_items()  # the store is in use
+        sdk = SQLiteSession("late", str(sdk_file))  # a process still on SQLiteSession
+        await sdk.add_items([user("written while turnstore ran"), assistant("ok")])
+        sdk.close()
+        items = await StructuredSession("late", store).get_items()
+    assert as_json(items) == as_json(await sdk_items(sdk_file, "late"))
+
+
+async def test_a_read_only_store_refuses_an_unadopted_session(sdk_file: Path) -> None:
+    async with Store.open(sdk_file) as store:  # migrated, nothing adopted
+        assert await StructuredSession("7", store).get_items()
+    before = sdk_rows(sdk_file)
+    async with Store.open(sdk_file, read_only=True) as store:
+        with pytest.raises(ReadOnlyError, match=r"'weather'.*not adopted"):
+            await StructuredSession("weather", store).get_items()  # not an empty history
+        adopted = await StructuredSession("7", store).get_items()
+    assert as_json(adopted) == as_json(await sdk_items(sdk_file, "7"))
+    assert sdk_rows(sdk_file) == before
+    async with Store.open(sdk_file) as store:
+        assert await sql(store, "SELECT session_id FROM sdk_adopted") == [("7",)]
+
+
+async def test_ids_turnstore_cannot_hold_are_not_adopted(sdk_file: Path) -> None:
+    for session_id in ("a\x00b", "x" * 1025):
+        sdk = SQLiteSession(session_id, str(sdk_file))
+        await sdk.add_items([user("hi")])
+        sdk.close()
+    async with Store.open(sdk_file) as store:
+        assert await adopt_sdk_sessions(store) == 3
+        listed = (await store.sessions()).sessions
+        assert sorted(info.session_id for info in listed) == ["7", "odd", "weather"]
+        for info in listed:  # every session listed can be read
+            assert await store.get_items(info.session_id)

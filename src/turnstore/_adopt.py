@@ -9,46 +9,55 @@ adopting one session at once import it once (the second finds the mark and adds 
 the import happens once ever: what turnstore does to the session later (pop, compaction, a
 clear) is never undone by importing again. The SDK's tables are only read.
 
-Each store lists once which of the file's SDK sessions are not adopted yet; after that a
-session's first use costs a lookup in that set, and so does every later call.
+Each store checks once whether its file holds the SDK's tables; in one that does, a session's
+first use in a ``StructuredSession`` costs one indexed lookup (is it in the SDK's table and not
+adopted?), so a session the SDK wrote after the store opened is adopted too. A read-only
+store cannot adopt: using an unadopted session through it is a ReadOnlyError, not an empty
+history. Sessions whose id turnstore cannot hold (NUL, lone surrogates, over 1024 bytes) stay
+in the SDK's tables only, as ``turnstore import`` leaves them.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
+from . import validate
 from ._importers import SourceSession, open_source, plan_merge
 from .backends.append import GraftRun, graft
 from .backends.base import Fetch, Op, Query, prepare_items, set_head
 from .backends.reads import session_info, session_tree
 from .backends.sqlite import SQLiteBackend
-from .errors import InvalidItemError
+from .errors import InvalidItemError, InvalidOperationError, ReadOnlyError
 from .store import Store
 
 __all__ = ["adopt", "adopt_sdk_sessions"]
 
-# Per store: the ids of the file's SDK sessions it has not adopted (empty: nothing to adopt).
-_pending: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+# Per store: whether its file holds the SDK's messages table (checked at the store's first use).
+_sdk_files: weakref.WeakKeyDictionary[Store, bool] = weakref.WeakKeyDictionary()
 
 
 async def adopt(store: Store, session_id: str) -> bool:
     """Import ``session_id``'s history from the SDK's tables of the store's file, if it has
     some that no process has adopted yet; whether this call imported it."""
-    pending = await _pending_of(store)
-    if session_id not in pending:
+    if not await _holds_sdk_tables(store) or not await _unadopted(store, session_id):
         return False
     backend = store.backend
-    assert isinstance(backend, SQLiteBackend)  # only SQLite files have pending sessions
+    assert isinstance(backend, SQLiteBackend)  # only SQLite files hold the SDK's tables
+    if store.read_only:
+        raise ReadOnlyError(
+            f"session {session_id!r} of the SDK's agent_messages table in {backend.path} is not "
+            "adopted yet, and a read-only store cannot adopt it: use it once through a writable "
+            "store (or run turnstore.adopt_sdk_sessions on one)"
+        )
     source = open_source(backend.path, "sqlite")
     try:
         session = await source.load(session_id)
     finally:
         await source.aclose()
     now = backend.now()
-    adopted = await backend.run(lambda: _adopt(store, session, now), write=True)
-    pending.discard(session_id)
-    return adopted
+    return await backend.run(lambda: _adopt(store, session, now), write=True)
 
 
 async def adopt_sdk_sessions(store: Store) -> int:
@@ -58,39 +67,60 @@ async def adopt_sdk_sessions(store: Store) -> int:
     ``StructuredSession`` adopts a session when it is first used; until then the catalogue
     (``Store.sessions``), search, analytics, the CLI and the viewer do not show it. This takes
     over the whole file at once (each session in a transaction of its own). A no-op for a
-    database without the SDK's tables, and on PostgreSQL.
+    database without the SDK's tables, and on PostgreSQL. Sessions whose id turnstore cannot
+    hold are left out (as ``turnstore import`` leaves them).
     """
-    pending = await _pending_of(store)
-    return sum([await adopt(store, session_id) for session_id in sorted(pending)])
-
-
-async def _pending_of(store: Store) -> set[str]:
-    pending = _pending.get(store)
-    if pending is None:
-        # Concurrent first uses may both list: they find the same sessions.
-        pending = _pending[store] = await _unadopted(store)
-    return pending
-
-
-async def _unadopted(store: Store) -> set[str]:
-    """The SDK sessions of the store's file that are not adopted yet."""
+    if not await _holds_sdk_tables(store):
+        return 0
     backend = store.backend
-    if not isinstance(backend, SQLiteBackend) or backend.path == ":memory:" or store.read_only:
-        return set()
+    assert isinstance(backend, SQLiteBackend)
     adopted = await backend.run(_adopted_ids, write=False)
-    if adopted is None:
-        return set()
     source = open_source(backend.path, "sqlite")
     try:
-        return set(await source.session_ids()) - adopted
+        listed = await source.session_ids()
     finally:
         await source.aclose()
+    pending = sorted(sid for sid in set(listed) - adopted if _holdable(sid))
+    return sum([await adopt(store, session_id) for session_id in pending])
 
 
-def _adopted_ids() -> Op[set[str] | None]:
-    """The adopted session ids; None when the file has no SDK messages table."""
-    if (yield Query("sdk_messages_table", fetch=Fetch.ONE)) is None:
-        return None
+async def _holds_sdk_tables(store: Store) -> bool:
+    held = _sdk_files.get(store)
+    if held is None:
+        backend = store.backend
+        held = isinstance(backend, SQLiteBackend) and bool(
+            await backend.run(_query_of("sdk_messages_table", {}), write=False)
+        )
+        _sdk_files[store] = held
+    return held
+
+
+async def _unadopted(store: Store, session_id: str) -> bool:
+    """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
+    query = _query_of("sdk_unadopted", {"sid": session_id})
+    return bool(await store.backend.run(query, write=False))
+
+
+def _query_of(name: str, params: dict[str, Any]) -> Callable[[], Op[Any]]:
+    """An operation running one query and returning its one row (None: no row)."""
+
+    def op() -> Op[Any]:
+        return (yield Query(name, params, Fetch.ONE))
+
+    return op
+
+
+def _holdable(session_id: str) -> bool:
+    """Whether turnstore can hold a session of this id (StructuredSession refuses the others)."""
+    try:
+        validate.key(session_id, "session_id")
+    except InvalidOperationError:
+        return False
+    return True
+
+
+def _adopted_ids() -> Op[set[str]]:
+    """The adopted session ids."""
     rows = yield Query("sdk_adopted_ids", fetch=Fetch.ALL)
     return {sid for (sid,) in rows}
 

@@ -353,6 +353,7 @@ SQL: dict[str, str | None] = {
     # The SDK's SQLiteSession tables are adopted from SQLite files only (turnstore/_adopt.py).
     "sdk_messages_table": None,
     "sdk_adopted_ids": None,
+    "sdk_unadopted": None,
     "claim_sdk_adoption": None,
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s

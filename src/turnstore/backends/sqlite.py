@@ -401,6 +401,10 @@ SQL: dict[str, str | None] = {
     "sdk_messages_table": """
         SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = 'agent_messages'""",
     "sdk_adopted_ids": "SELECT session_id FROM sdk_adopted",
+    # Through the SDK's index on agent_messages (session_id, id) and sdk_adopted's key.
+    "sdk_unadopted": """
+        SELECT 1 FROM agent_messages WHERE session_id = :sid
+        AND NOT EXISTS (SELECT 1 FROM sdk_adopted WHERE session_id = :sid) LIMIT 1""",
     "claim_sdk_adoption": """
         INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
         ON CONFLICT DO NOTHING RETURNING 1""",
