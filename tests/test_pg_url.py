@@ -30,9 +30,13 @@ URL = "postgresql://me@db.example:5432/app"
         ("?options=-csearch_path%3DTenant_A", "tenant_a", "?options=-csearch_path%3DTenant_A"),
         ("?options=-c%20search_path%3D%22Tenant%5C%20A%22", "Tenant A", None),  # \ escapes a space
         ("?options=--search-path%3Dtenant_a", "tenant_a", None),
-        ("?options=-c+statement_timeout%3D5s+-c+search_path%3Dtenant_a", "tenant_a", None),
-        ("?options=-csearch_path%3Da+-csearch_path%3Db", "b", None),  # the last one wins
-        ("?options=-c%20search_path%3Dmy%5C%20schema", "my schema", None),  # \ escapes a space
+        ("?options=-c%20statement_timeout%3D5s%20-c%20search_path%3Dtenant_a", "tenant_a", None),
+        ("?options=-csearch_path%3Da%20-csearch_path%3Db", "b", None),  # the last one wins
+        # Decoded as libpq decodes: + is a plus sign (in options it is part of the name).
+        ("?schema=a+b", "a+b", ""),
+        ("?options=-csearch_path%3D%22a+b%22", "a+b", None),
+        ("?options=-csearch_path%3Da+-csearch_path%3Db", "a+-csearch_path=b", None),
+        ("?options=-csearch_path%3DT%C3%9CR", "tÜr", None),  # the server folds ASCII only
         ("?options=-c%20search_path%3D%22a%2Cb%22", "a,b", None),  # a comma inside quotes
         ("?options=-c%20search_path%3D%22say%5C%20%22%22hi%22%22%22", 'say "hi"', None),
         ("?options=-cstatement_timeout%3D5s", "public", "?options=-cstatement_timeout%3D5s"),
@@ -66,6 +70,11 @@ def test_the_keyword_agrees_with_the_url_or_stands_alone() -> None:
         ("?schema=" + "x" * 64, None, "1 to 63 bytes"),
         ("?schema=" + "é" * 32, None, "1 to 63 bytes"),  # 64 bytes in UTF-8
         ("?schema=a%00b", None, "1 to 63 bytes"),
+        # Names the server refuses as a search_path are refused here, not guessed at.
+        ("?options=-csearch_path%3D%22abc", None, "not a schema name"),
+        ("?options=-csearch_path%3Da%22b%22", None, "not a schema name"),
+        ("?options=-csearch_path%3D%22a%22%22", None, "not a schema name"),
+        ("?options=-c%20search_path%3Dmy%5C%20schema", None, "not a schema name"),
         ("", "", "1 to 63 bytes"),
     ],
 )

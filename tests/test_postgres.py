@@ -222,6 +222,27 @@ async def test_a_url_names_the_schema(schema: str, query: str) -> None:
         assert await both.get_items("s") == [user("in the URL's schema")]
 
 
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("%22{}+b%22", "{}+b"),  # + is a plus sign to libpq, not a space
+        ("{}_%C3%9CBER", "{}_Über"),  # the server folds ASCII letters only
+    ],
+)
+async def test_a_url_names_the_schema_psql_reads_in_it(
+    schema: str, spelling: str, name: str
+) -> None:
+    url = f"{POSTGRES_URL}?options=-csearch_path%3D{spelling.format(schema)}"
+    try:
+        async with Store.open(url) as store:
+            await store.add_items("s", [user("hi")])
+        assert _schema_exists(name.format(schema))
+        with psycopg.connect(url) as conn:  # as psql connects with the same URL
+            assert conn.execute("SELECT count(*) FROM items").fetchone() == (1,)
+    finally:
+        _drop(name.format(schema))
+
+
 def test_a_url_and_a_keyword_that_disagree_are_refused_untouched(schema: str) -> None:
     with pytest.raises(ConfigurationError, match="but schema="):
         Store.open(f"{POSTGRES_URL}?schema={schema}", schema=f"{schema}_b")

@@ -5,15 +5,18 @@ Two spellings are read from the URL's query:
 - ``?schema=NAME``: turnstore's own parameter, taken verbatim (as ``schema=`` is) and removed
   before the URL reaches libpq, which does not know it;
 - ``?options=-csearch_path%3DNAME``: libpq's, which ``psql`` and psycopg honour too, so the same
-  URL shows the same tables there. ``NAME`` follows PostgreSQL's rules: folded to lower case
-  unless double-quoted. It must name one schema: turnstore keeps its tables in one.
+  URL shows the same tables there. ``NAME`` follows PostgreSQL's rules: ASCII letters folded
+  to lower case unless double-quoted. It must name one schema: turnstore keeps its tables in one.
+
+Both are decoded as libpq decodes a URL's query: ``%XX`` only (``+`` is a plus sign, not a space),
+so that turnstore and ``psql`` read one URL the same way.
 
 No schema in the URL and none given: ``public``.
 """
 
 from __future__ import annotations
 
-from urllib.parse import unquote_plus
+from urllib.parse import unquote
 
 from .. import validate
 from ..errors import ConfigurationError, InvalidOperationError
@@ -21,6 +24,9 @@ from ..errors import ConfigurationError, InvalidOperationError
 __all__ = ["DEFAULT_SCHEMA", "check_schema", "split_schema"]
 
 DEFAULT_SCHEMA = "public"
+
+# The white space of libpq and the server (C isspace): other characters are part of a name.
+_SPACES = " \t\n\v\f\r"
 
 
 def check_schema(schema: object) -> str:
@@ -48,12 +54,12 @@ def split_schema(url: str, schema: str | None) -> tuple[str, str]:
     named: list[str] = []
     for pair in query.split("&") if sep else []:
         key, _, value = pair.partition("=")
-        decoded = unquote_plus(key)
+        decoded = unquote(key)
         if decoded == "schema":
-            named.append(unquote_plus(value))
+            named.append(unquote(value))
             continue
         if decoded == "options":
-            found = _options_schema(unquote_plus(value))
+            found = _options_schema(unquote(value))
             if found is not None:
                 named.append(found)
         kept.append(pair)
@@ -101,7 +107,7 @@ def _words(options: str) -> list[str]:
             escaped = False
         elif char == "\\":
             escaped = True
-        elif char.isspace():
+        elif char in _SPACES:
             if word:
                 words.append("".join(word))
             word = []
@@ -113,7 +119,8 @@ def _words(options: str) -> list[str]:
 
 
 def _one_schema(search_path: str) -> str:
-    """The one schema ``search_path`` names: unquoted names fold to lower case, as in SQL."""
+    """The one schema ``search_path`` names, read as the server reads it: an unquoted name
+    folds its ASCII letters to lower case; a quoted one is taken as it is, ``""`` a quote."""
     entries: list[str] = []
     entry: list[str] = []
     quoted = False
@@ -131,7 +138,18 @@ def _one_schema(search_path: str) -> str:
             f"the PostgreSQL URL's search_path {search_path!r} names several schemas; "
             "turnstore keeps its tables in one: name it alone (or with ?schema=NAME)"
         )
-    name = entries[0].strip()
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return name[1:-1].replace('""', '"')
-    return name.lower()
+    name = entries[0].strip(_SPACES)
+    quoted = len(name) >= 2 and name[0] == name[-1] == '"'
+    inner = name[1:-1] if quoted else name
+    if quoted:
+        valid = '"' not in inner.replace('""', "")
+    else:
+        valid = '"' not in name and not any(char in _SPACES for char in name)
+    if not valid:
+        raise ConfigurationError(
+            f"the PostgreSQL URL's search_path {search_path!r} is not a schema name PostgreSQL "
+            'reads: quote the whole name ("My Schema", with "" for a quote) or none of it'
+        )
+    if quoted:
+        return inner.replace('""', '"')
+    return "".join(char.lower() if "A" <= char <= "Z" else char for char in name)
