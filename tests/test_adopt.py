@@ -280,3 +280,14 @@ async def test_ids_turnstore_cannot_hold_are_not_adopted(sdk_file: Path) -> None
         assert sorted(info.session_id for info in listed) == ["7", "odd", "weather"]
         for info in listed:  # every session listed can be read
             assert await store.get_items(info.session_id)
+
+
+@pytest.mark.parametrize("end", ["clear_session", "delete_session"])
+async def test_a_session_the_store_ends_is_not_adopted_afterwards(sdk_file: Path, end: str) -> None:
+    async with Store.open(sdk_file) as store:
+        await store.add_items("weather", [user("held before adoption existed")])
+        for session_id in ("weather", "7"):  # held by turnstore too, or only by the SDK
+            await getattr(store, end)(session_id)
+    for session_id in ("weather", "7"):
+        assert await turnstore_items(sdk_file, session_id) == []  # not brought back
+        assert await sdk_items(sdk_file, session_id)  # the SDK's rows are left as they were

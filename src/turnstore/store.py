@@ -259,6 +259,7 @@ class Store:
     async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every branch and derived row."""
         sid = validate.key(session_id, "session_id")
+        await self._adopt_before_ending(sid)
         await self._write(sid, lambda: history.clear_session(sid), operation_id, ends_session=True)
 
     async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:
@@ -601,7 +602,17 @@ class Store:
         ``SessionNotFoundError`` when there is no such session.
         """
         sid = validate.key(session_id, "session_id")
+        await self._adopt_before_ending(sid)
         await self._write(sid, lambda: queries.delete_session(sid), operation_id, ends_session=True)
+
+    async def _adopt_before_ending(self, sid: str) -> None:
+        """Adopt ``sid``'s unadopted history in the SDK's tables of this file (see _adopt.py)
+        before the session is cleared or deleted: adopted later, it would come back."""
+        if self.read_only:
+            return  # the write that follows is refused
+        from . import _adopt  # imported here: _adopt imports this module
+
+        await _adopt.adopt(self, sid)
 
     async def tool_calls(
         self,
