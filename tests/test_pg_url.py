@@ -76,6 +76,9 @@ def test_the_keyword_agrees_with_the_url_or_stands_alone() -> None:
         ("?options=-csearch_path%3D%22a%22%22", None, "not a schema name"),
         ("?options=-c%20search_path%3Dmy%5C%20schema", None, "not a schema name"),
         ("", "", "1 to 63 bytes"),
+        ("?schema=information_schema", None, "PostgreSQL's own"),
+        ("?schema=pg_catalog", None, "PostgreSQL's own"),
+        ("", "pg_toast", "PostgreSQL's own"),
     ],
 )
 def test_a_schema_named_badly_or_twice_is_refused(

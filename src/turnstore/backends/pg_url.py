@@ -30,8 +30,8 @@ _SPACES = " \t\n\v\f\r"
 
 
 def check_schema(schema: object) -> str:
-    """``schema`` if PostgreSQL can name a schema so (1 to 63 bytes of UTF-8, no NUL), else a
-    ConfigurationError."""
+    """``schema`` if PostgreSQL can name a schema so (1 to 63 bytes of UTF-8, no NUL) and it is
+    not one of the server's own, else a ConfigurationError."""
     try:
         name = validate.text(schema, "schema")
     except InvalidOperationError:  # not a str, a NUL, a lone surrogate (UTF-8 has none)
@@ -40,6 +40,10 @@ def check_schema(schema: object) -> str:
         raise ConfigurationError(
             f"schema must be a PostgreSQL identifier of 1 to 63 bytes, got {schema!r}"
         )
+    # The server's own schemas: a superuser may create tables in information_schema, which a
+    # typo should not do (pg_* names the server refuses itself, less clearly).
+    if name == "information_schema" or name.startswith("pg_"):
+        raise ConfigurationError(f"schema {name!r} is PostgreSQL's own: name a schema of yours")
     return name
 
 
