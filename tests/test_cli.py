@@ -333,6 +333,47 @@ def test_database_of_another_kind_is_refused_untouched(
     assert sqlite_session_db.read_bytes() == before
 
 
+def test_adopt_takes_over_an_sdk_file_in_place(tmp_path: Path) -> None:
+    db = tmp_path / "app.db"
+    ids = ["first", "second"]
+
+    async def sdk_items(write: bool) -> list[list[Any]]:
+        held = []
+        for sid in ids:
+            session = SQLiteSession(sid, db)
+            try:
+                if write:
+                    await _sdk_conversation(session)
+                held.append(await session.get_items())
+            finally:
+                session.close()
+        return held
+
+    expected = asyncio.run(sdk_items(write=True))
+    sdk_rows = count(str(db), "agent_messages")
+    assert cli_json("adopt", "--db", str(db)) == {"database": str(db), "adopted_sessions": 2}
+    # Every command now shows the conversations, as the SDK holds them; its tables untouched.
+    assert sorted(s["session_id"] for s in cli_json("sessions", "--db", str(db))["sessions"]) == ids
+    assert [r["user_message"] for r in cli_json("runs", "first", "--db", str(db))] == QUESTIONS
+    assert [asyncio.run(store_items(db, sid)) for sid in ids] == expected
+    assert asyncio.run(sdk_items(write=False)) == expected
+    assert count(str(db), "agent_messages") == sdk_rows
+    # Once only: a second adopt adopts nothing and changes nothing.
+    counts = {t: count(str(db), t) for t in ("sessions", "runs", "items", "tool_calls")}
+    assert "0 sessions adopted" in cli("adopt", "--db", str(db)).stdout
+    assert {t: count(str(db), t) for t in counts} == counts
+
+
+def test_adopt_refuses_what_it_cannot_adopt(advanced_db: tuple[Path, Any], tmp_path: Path) -> None:
+    advanced, _ = advanced_db
+    before = advanced.read_bytes()
+    assert "AdvancedSQLiteSession" in error_line(cli("adopt", "--db", str(advanced), code=1))
+    assert advanced.read_bytes() == before
+    missing = tmp_path / "missing.db"
+    assert "no database at" in error_line(cli("adopt", "--db", str(missing), code=1))
+    assert not missing.exists()
+
+
 def test_empty_database_file(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.touch()
@@ -671,7 +712,7 @@ def test_import_sqlite_session(sqlite_session_db: Path, cli_target: str) -> None
 def test_second_import_is_a_no_op(sqlite_session_db: Path, cli_target: str) -> None:
     db = cli_target
     cli("import", str(sqlite_session_db), "--db", str(db))
-    counts = {t: count(db, t) for t in ("sessions", "runs", "items", "tool_calls")}
+    counts = {t: count(str(db), t) for t in ("sessions", "runs", "items", "tool_calls")}
     shape = asyncio.run(tree_shape(db, "plain"))
     again = cli_json("import", str(sqlite_session_db), "--db", str(db))
     assert (again["new_sessions"], again["updated_sessions"], again["runs"], again["items"]) == (
@@ -681,7 +722,7 @@ def test_second_import_is_a_no_op(sqlite_session_db: Path, cli_target: str) -> N
         0,
     )
     assert again["unchanged_items"] == 14
-    assert {t: count(db, t) for t in counts} == counts
+    assert {t: count(str(db), t) for t in counts} == counts
     assert asyncio.run(tree_shape(db, "plain")) == shape
     text = cli("import", str(sqlite_session_db), "--db", str(db)).stdout
     assert "0 runs and 0 items added, 14 items already present" in text
@@ -784,7 +825,7 @@ def test_import_advanced_sqlite_session_with_branches(
     counts = {t: count(db, t) for t in ("runs", "items", "tool_calls")}
     again = cli_json("import", str(source), "--db", str(db))
     assert (again["runs"], again["items"], again["unchanged_items"]) == (0, 0, 20)
-    assert {t: count(db, t) for t in counts} == counts
+    assert {t: count(str(db), t) for t in counts} == counts
 
 
 def test_show_of_an_imported_advanced_session(

@@ -32,6 +32,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from . import _importers
+from ._adopt import adopt_sdk_sessions
 from .backends.queries import SNIPPET_MARKS
 from .errors import (
     ConfigurationError,
@@ -121,9 +122,10 @@ def _sqlite_tables(path: Path) -> set[str]:
         conn.close()
 
 
-def _check_database(target: str, *, create: bool) -> None:
+def _check_database(target: str, *, create: bool, sdk: bool = False) -> None:
     """Refuse, before opening, a missing file (unless ``create``), a file that is not a
-    database, and a database of another kind (which opening would add tables to)."""
+    database, and a database of another kind (which opening would add tables to), which
+    includes a file of the SDK's ``SQLiteSession`` unless the command adopts it (``sdk``)."""
     path = _sqlite_file(target)
     if path is None:
         return
@@ -144,10 +146,19 @@ def _check_database(target: str, *, create: bool) -> None:
             return
         raise SchemaError(f"{target} is an empty database, not a turnstore database")
     listed = ", ".join(sorted(tables)[:6]) + (", …" if len(tables) > 6 else "")
-    if {"agent_messages", "message_structure"} & {t.lower() for t in tables}:
+    lowered = {t.lower() for t in tables}
+    if "message_structure" in lowered:
+        raise SchemaError(
+            f"{target} is an AdvancedSQLiteSession database (tables {listed}), not a turnstore "
+            f"database: copy its conversations into another with `turnstore import {target}`"
+        )
+    if "agent_messages" in lowered and sdk:
+        return
+    if "agent_messages" in lowered:
         raise SchemaError(
             f"{target} is an Agents SDK session database (tables {listed}), not a turnstore "
-            f"database: bring its conversations in with `turnstore import {target}`"
+            f"database: adopt its conversations in place with `turnstore adopt --db {target}` "
+            f"or copy them into another with `turnstore import {target}`"
         )
     raise SchemaError(f"{target} is a database of another kind (tables {listed})")
 
@@ -1178,6 +1189,29 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
     else:
         change = f"migrated from version {before} to {version}"
     _say(f"{escape(_shown(target))}: schema {change}, up to date.")
+
+
+@app.command()
+def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Adopt every conversation the SDK's SQLiteSession wrote into this file, in place.
+
+    What StructuredSession does to each session at its first use, for all at once, so that
+    every command and the viewer show them; the SDK's own tables are only read."""
+    target = _target(ctx, db)
+
+    async def go() -> int:
+        _check_database(target, create=False, sdk=True)
+        store = Store.open(target)
+        try:
+            return await adopt_sdk_sessions(store)
+        finally:
+            await store.aclose()
+
+    adopted = _run(go())
+    if as_json:
+        _print_json({"database": _shown(target), "adopted_sessions": adopted})
+        return
+    _say(f"{escape(_shown(target))}: {adopted} session{'s' if adopted != 1 else ''} adopted.")
 
 
 async def _schema_version(store: Store) -> int:
