@@ -305,7 +305,6 @@ _TERM = re.compile(r'(-?)(?:"([^"]*)"?|(\S+))')
 @dataclass(frozen=True, slots=True)
 class _Term:
     text: str
-    phrase: bool = False
     prefix: bool = False
 
 
@@ -358,7 +357,7 @@ class SearchQuery:
     def fts5_phrase(self) -> str | None:
         """The exact-phrase query in FTS5 syntax, or None."""
         phrase = self.phrase
-        return None if phrase is None else self._fts5([[_Term(phrase, phrase=True)]])
+        return None if phrase is None else self._fts5([[_Term(phrase)]])
 
     @staticmethod
     def _ts_term(term: _Term) -> str:
@@ -382,7 +381,7 @@ class SearchQuery:
     def tsquery_phrase(self) -> str | None:
         """The exact-phrase query in ``to_tsquery`` syntax, or None."""
         phrase = self.phrase
-        return None if phrase is None else self._tsquery([[_Term(phrase, phrase=True)]])
+        return None if phrase is None else self._tsquery([[_Term(phrase)]])
 
 
 def _searchable(text: str) -> bool:
@@ -402,7 +401,7 @@ def parse_search(text: str) -> SearchQuery:
             join_next = bool(groups)
             continue
         if phrase is not None:
-            term = _Term(" ".join(phrase.split()), phrase=True)
+            term = _Term(" ".join(phrase.split()))
         else:
             assert word is not None
             prefix = word.endswith("*") and _searchable(word)
@@ -430,8 +429,8 @@ def search(
     roles: Sequence[str] | None,
     types: Sequence[str] | None,
     limit: int,
-    order: SearchOrder = "relevance",
-    feed: bool = True,
+    order: SearchOrder,
+    feed: bool,
 ) -> Op[list[SearchResult]]:
     """Items whose text matches ``query``: exact-phrase matches first, then by ``order``.
 
