@@ -31,6 +31,7 @@ from turnstore import (
     ToolCall,
     Usage,
 )
+from turnstore.backends.base import as_datetime
 from turnstore.backends.queries import parse_search
 from turnstore.export import runs_from_jsonl
 
@@ -609,6 +610,10 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
     [user_hit] = await store.search("weather", roles=["user"])
     assert user_hit.role == "user"
     assert user_hit.run_id == (await store.runs("s1"))[0].id
+    [(stamp,)] = await sql(
+        store, "SELECT created_at FROM items WHERE id = {id}", id=user_hit.item_id
+    )
+    assert user_hit.created_at == as_datetime(stamp)
 
 
 async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Store) -> None:
@@ -833,6 +838,34 @@ def test_parse_search_renders_quoted_terms() -> None:
     assert parse_search("refund policy").fts5_phrase() == '"refund policy"'
     assert parse_search("refund").fts5_phrase() is None
     assert parse_search('say "hi"""').fts5() == '"say" AND "hi"'
+
+
+def test_search_rendering_edges() -> None:
+    assert parse_search("refund policy").tsquery_phrase() == "'refund policy'"
+    assert parse_search("refund").tsquery_phrase() is None
+    assert parse_search("a\\b").tsquery() == "'a\\\\b'"  # a backslash, escaped
+    assert parse_search("TAX*").fts5() == '"TAX" *'  # only the star goes
+    assert parse_search("?? refund").fts5() == '"refund"'  # a term without letters is skipped
+    assert parse_search("refund OR ?? policy").fts5() == '"refund" AND "policy"'  # OR of nothing
+
+
+async def test_search_ranks_by_relevance_unless_asked_for_recency(store: Store) -> None:
+    await store.add_items("s", [user("zebra zebra zebra zebra"), user("zebra")])
+    await store.add_items("s", [user("one zebra among a great many other long words here")])
+    texts = {row[0]: row[1] for row in await sql(store, "SELECT id, text FROM items")}
+    relevant = [texts[hit.item_id] for hit in await store.search("zebra")]
+    assert relevant[0] == "zebra zebra zebra zebra"
+    assert relevant[-1] == "one zebra among a great many other long words here"
+    recent = [texts[hit.item_id] for hit in await store.search("zebra", order="recent")]
+    assert recent == [texts[item_id] for item_id in sorted(texts, reverse=True)]
+
+
+async def test_search_fills_the_limit_across_the_phrase_and_word_tiers(store: Store) -> None:
+    await store.add_items(
+        "s", [user("alpha beta"), *[assistant(f"beta {n} alpha") for n in range(5)]]
+    )
+    hits = await store.search("alpha beta", limit=3)
+    assert [hit.exact for hit in hits] == [True, False, False]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import os
 import pwd
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 
 from builders import assistant, user
+from conftest import sql
 from turnstore import (
     ConfigurationError,
     ReadOnlyError,
@@ -173,6 +175,35 @@ async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
         assert sorted(hit.session_id for hit in await writer.search("zebra")) == ["s", "t"]
     finally:
         await writer.aclose()
+
+
+@pytest.mark.parametrize("order", ["relevance", "recent"])
+async def test_read_only_search_merges_the_index_and_the_backlog_in_order(
+    tmp_path: Path, order: str
+) -> None:
+    from turnstore.backends.append import INDEX_BATCH
+
+    path = tmp_path / "c.db"
+    async with Store.open(path) as writer:
+        # One batch fed to the index on write, then a backlog the index has not seen.
+        filler = [assistant(f"zebra {'stripes ' * (n % 7)}{n}") for n in range(INDEX_BATCH)]
+        await writer.add_items("s", [user("zebra zebra zebra"), *filler])
+        await writer.add_items("t", [assistant(f"zebra {'dots ' * n}") for n in range(9)])
+        [(through,)] = await sql(writer, "SELECT indexed_through FROM items_fts_state")
+        newest = [row[0] for row in await sql(writer, "SELECT id FROM items ORDER BY id DESC")]
+    assert 0 < through < newest[0]
+    async with Store.open(path, read_only=True) as reader:
+        hits = await reader.search("zebra", order=order, limit=12)  # type: ignore[arg-type]
+    assert len(hits) == 12
+    assert {hit.session_id for hit in hits} == {"s", "t"}  # from both
+    if order == "recent":
+        assert [hit.item_id for hit in hits] == newest[:12]
+    else:
+        assert [hit.rank for hit in hits] == sorted((hit.rank for hit in hits), reverse=True)
+        ids = [hit.item_id for hit in hits]
+        ties = [(a, b) for a, b in itertools.pairwise(hits) if a.rank == b.rank]
+        assert all(a.item_id < b.item_id for a, b in ties)  # a tie: the older first
+        assert len(set(ids)) == 12
 
 
 # ---------------------------------------------------------------------------------------------

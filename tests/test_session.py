@@ -782,6 +782,63 @@ async def test_hosted_tool_is_one_row(store: Store) -> None:
     assert await session.get_items() == [user("search"), search, assistant("found")]
 
 
+@pytest.mark.parametrize(
+    ("status", "error", "recorded"),
+    [
+        ("completed", None, "completed"),
+        (None, None, "completed"),  # no status: it ran
+        ("in_progress", None, "in_progress"),
+        ("completed", "timeout", "failed"),  # an error wins over the item's status
+        (None, "timeout", "failed"),
+        ("incomplete", "timeout", "incomplete"),
+        ("failed", "timeout", "failed"),
+    ],
+)
+async def test_hosted_call_status(
+    store: Store, status: str | None, error: str | None, recorded: str
+) -> None:
+    mcp = {"type": "mcp_call", "id": "mcp_1", "name": "ask", "arguments": "{}"}
+    mcp |= {"server_label": "wiki", "output": "X is Y."}
+    if status is not None:
+        mcp["status"] = status
+    if error is not None:
+        mcp["error"] = error
+    await StructuredSession("s", store).add_items([user("q"), mcp])
+    rows = await sql(store, "SELECT kind, status, error FROM tool_calls")
+    assert rows == [("mcp", recorded, error)]
+
+
+@pytest.mark.parametrize(
+    ("call_status", "output_item", "recorded"),
+    [
+        ("incomplete", None, "incomplete"),  # the model never finished writing the call
+        ("failed", None, "failed"),
+        ("completed", None, "pending"),  # written, not yet run
+        (None, {"status": "completed", "output": "fine"}, "completed"),
+        # The SDK's words for a tool that raised, under a "completed" status: failed.
+        (
+            None,
+            {
+                "status": "completed",
+                "output": "An error occurred while running the tool. Please try again.",
+            },
+            "failed",
+        ),
+    ],
+)
+async def test_function_call_status(
+    store: Store, call_status: str | None, output_item: dict[str, str] | None, recorded: str
+) -> None:
+    item = call("c1", "add")
+    if call_status is not None:
+        item["status"] = call_status
+    batch = [user("q"), item]
+    if output_item is not None:
+        batch.append({"type": "function_call_output", "call_id": "c1", **output_item})
+    await StructuredSession("s", store).add_items(batch)
+    assert await sql(store, "SELECT status FROM tool_calls") == [(recorded,)]
+
+
 async def test_failed_tool_output_records_status(store: Store) -> None:
     session = StructuredSession("s", store)
     failed = {

@@ -8,6 +8,7 @@ would query by hand.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from turnstore import (
     Store,
     StructuredSession,
     TurnstoreError,
+    Usage,
 )
 
 
@@ -697,3 +699,46 @@ async def test_run_ids_rise_along_every_branch(store: Store) -> None:
         items = await session.get_items()
         assert len(items) == sum(run.item_count for run in runs)
         assert await session.get_items(limit=3) == items[-3:]
+
+
+async def test_add_runs_grafts_below_stored_and_new_runs(store: Store) -> None:
+    session = StructuredSession("g", store)
+    r1, r2 = await converse(session, "q1", "q2")
+    when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+    usage = Usage(requests=1, input_tokens=3, output_tokens=4, total_tokens=7)
+    ids = await store.add_runs(
+        "g",
+        [
+            NewRun([user("below q1"), call("c9", "fetch")], r1, usage=usage, created_at=when),
+            NewRun([output("c9", "found"), assistant("done")], parent=0),  # extends run 0
+            NewRun([user("deeper")], parent=0),  # a child of the extended run
+        ],
+        head=2,
+    )
+    assert ids[1] == ids[0]
+    runs = {run.id: run for run, _ in await store.tree("g")}
+    grafted, deeper = runs[ids[0]], runs[ids[2]]
+    assert (grafted.parent_id, grafted.depth, grafted.item_count) == (r1, 1, 4)
+    assert (grafted.usage, grafted.created_at) == (usage, when)
+    assert (deeper.parent_id, deeper.depth, deeper.item_count) == (ids[0], 2, 1)
+    assert await session.get_items() == [
+        *history("q1"),
+        user("below q1"),
+        call("c9", "fetch"),
+        output("c9", "found"),
+        assistant("done"),
+        user("deeper"),
+    ]
+    leaves = {b.leaf_run_id: (b.depth, b.active, b.created_at) for b in await session.branches()}
+    assert leaves == {r2: (1, False, runs[r2].created_at), ids[2]: (2, True, deeper.created_at)}
+    [fetch] = await store.tool_calls(session_id="g", tool_name="fetch")
+    assert (fetch.run_id, fetch.output, fetch.status) == (ids[0], "found", "completed")
+
+
+async def test_add_runs_titles_a_new_session_by_its_first_question(store: Store) -> None:
+    await store.add_runs(
+        "fresh", [NewRun([assistant("no question yet")]), NewRun([user("the  question")], parent=0)]
+    )
+    info = await store.session("fresh")
+    assert info is not None
+    assert info.title == "the question"

@@ -572,6 +572,35 @@ async def test_path_view_windows(store: Store) -> None:
     runs = await store.runs(sid)
     view = await store.path_view(sid, through=runs[5].id, limit=5)
     assert [run.user_message for run in view.runs] == ["q4", "q5", "q6", "q7", "q8"]
+    assert view.session_id == sid
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        ({"start": 0}, [0, 1, 2]),  # from the root
+        ({"start": -4}, [0, 1, 2]),  # before the root: from the root
+        ({"start": 2}, [2, 3, 4]),  # exactly limit runs
+        ({"stop": 1}, [0, 1]),  # to near the root: what there is
+        ({"stop": 5}, [3, 4, 5]),
+        ({"stop": 40}, [9, 10, 11]),  # past the leaf: the last runs
+        ({"through": 5, "limit": 7}, [4, 5, 6, 7, 8, 9, 10]),  # limit // 5 runs above it
+        ({"through": 0, "limit": 7}, [0, 1, 2, 3, 4, 5, 6]),
+    ],
+)
+async def test_path_view_window_edges(
+    store: Store, window: dict[str, int], expected: list[int]
+) -> None:
+    sid = "deep"
+    for i in range(12):
+        await store.add_items(sid, [user(f"q{i}"), assistant(f"A{i}")])
+    runs = await store.runs(sid)
+    options = {"limit": 3, **window}
+    if "through" in options:
+        options["through"] = runs[options["through"]].id
+    view = await store.path_view(sid, **options)
+    assert [run.user_message for run in view.runs] == [f"q{i}" for i in expected]
+    assert (view.leaf_run_id, view.leaf_depth) == (runs[-1].id, 11)
 
 
 async def test_path_view_errors(store: Store) -> None:
@@ -586,9 +615,10 @@ async def test_path_view_errors(store: Store) -> None:
         await store.path_view("one", through=10**9)
     await store.pop_item("one")
     empty = await store.path_view("one")
-    assert empty.runs == []
-    assert empty.leaf_run_id is None
+    assert (empty.session_id, empty.leaf_run_id, empty.leaf_depth) == ("one", None, -1)
+    assert (empty.runs, empty.forks, empty.tool_calls) == ([], {}, {})
     assert not empty.has_earlier
+    assert not empty.has_later
 
 
 async def test_run_and_call_by_id(store: Store) -> None:
@@ -605,9 +635,9 @@ async def test_run_and_call_by_id(store: Store) -> None:
     view = await store.path_view("tree")
     call_id = view.tool_calls[ids["a"]][0].id
     assert (await store.tool_call(call_id)).call_id == "c1"
-    with pytest.raises(RunNotFoundError):
+    with pytest.raises(RunNotFoundError, match=r"^no run 1000000000$"):
         await store.run(10**9)
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match=r"^no tool call 1000000000$"):
         await store.tool_call(10**9)
     with pytest.raises(NotFoundError):
         await store.tool_call(2**63)  # no database stores such an id
