@@ -742,3 +742,23 @@ async def test_add_runs_titles_a_new_session_by_its_first_question(store: Store)
     info = await store.session("fresh")
     assert info is not None
     assert info.title == "the question"
+    await store.add_runs("untitled", [NewRun([assistant("no question at all")])])
+    untitled = await store.session("untitled")
+    assert untitled is not None
+    assert untitled.title is None
+
+
+async def test_add_runs_extends_a_stored_leaf_but_never_a_shared_run(store: Store) -> None:
+    session = StructuredSession("x", store)
+    r1, r2 = await converse(session, "q1", "q2")
+    [extended] = await store.add_runs("x", [NewRun([assistant("more on q2")], parent_id=r2)])
+    assert extended == r2  # a leaf: the items join it
+    # r1 has a child: what would join it starts a run below it, with no user message.
+    [below] = await store.add_runs("x", [NewRun([assistant("more on q1")], parent_id=r1)])
+    runs = {run.id: run for run, _ in await store.tree("x")}
+    assert (runs[r2].item_count, runs[r2].parent_id) == (5, r1)
+    assert (runs[below].parent_id, runs[below].depth, runs[below].user_message) == (r1, 1, None)
+    assert runs[r1].item_count == 4
+    assert await session.get_items() == [*history("q1", "q2"), assistant("more on q2")]
+    await session.checkout(below)
+    assert await session.get_items() == [*history("q1"), assistant("more on q1")]
