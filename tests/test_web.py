@@ -579,7 +579,6 @@ async def test_path_view_windows(store: Store) -> None:
     ("window", "expected"),
     [
         ({"start": 0}, [0, 1, 2]),  # from the root
-        ({"start": -4}, [0, 1, 2]),  # before the root: from the root
         ({"start": 2}, [2, 3, 4]),  # exactly limit runs
         ({"stop": 1}, [0, 1]),  # to near the root: what there is
         ({"stop": 5}, [3, 4, 5]),
