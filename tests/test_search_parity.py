@@ -36,6 +36,7 @@ CORPUS = {
     "far": "alpha " + "filler " * 60 + "omega",
     "policy": "the refund policy is strict",
     "policy2": "a policy about each refund",
+    "markup": "paste <b>bold</b> and <script>window.pwned()</script> here",
 }
 
 # query -> the sessions it finds, on every backend.
@@ -54,6 +55,7 @@ SAME = {
     "a": ["hyphen", "inch", "naive", "policy2"],
     # Double quotes: a phrase, or part of a word.
     '"closed"': ["quoted"],
+    "bold": ["markup"],  # the text between tags is a word to both
     '"closed" all': ["quoted"],
     '12"': ["inch"],
     '12" pizza': ["inch"],
@@ -121,6 +123,10 @@ DIFFERENCES = {
     "example": (["mail"], []),
     "guide": (["mail"], []),
     "14": (["numbers"], []),
+    # PostgreSQL's parser reads HTML tags as markup: a tag is no word, and nothing inside
+    # <script> is indexed; FTS5 sees only letters and digits, so both are words to it.
+    "script": (["markup"], []),
+    "pwned": (["markup"], []),
     # Porter (SQLite) and snowball (PostgreSQL) stem some words differently.
     "strictly": ([], ["policy"]),
 }
