@@ -31,6 +31,7 @@ from ..errors import (
     TurnstoreError,
 )
 from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, finish_write
+from .forkgate import gated, inside
 from .queries import ORDERS
 from .schema import migrate_step, stored_version
 
@@ -941,7 +942,7 @@ class _Checkpointer:
             self._wake.set()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn = gated(sqlite3.connect, self._path, isolation_level=None, check_same_thread=False)
         try:
             while True:
                 self._wake.wait()
@@ -949,13 +950,14 @@ class _Checkpointer:
                     return
                 self._wake.clear()
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    with inside():
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # nothing is lost: the next checkpoint retries
                     log.warning("checkpoint of %s failed: %s", self._path, exc)
                 if self._stop.wait(self.INTERVAL):
                     return
         finally:
-            conn.close()
+            gated(conn.close)
 
     def close(self) -> None:
         """Stop the thread (a checkpoint under way finishes first)."""
@@ -994,7 +996,7 @@ class SQLiteBackend:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "turnstore-sqlite")
         try:
             opener = self._open_read_only if self.read_only else self._open
-            self._executor.submit(opener, busy_timeout, durable).result()
+            self._executor.submit(gated, opener, busy_timeout, durable).result()
         except BaseException:
             self.close()
             raise
@@ -1151,7 +1153,7 @@ class SQLiteBackend:
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")
-            future = asyncio.wrap_future(self._executor.submit(self._transaction, op, write))
+            future = asyncio.wrap_future(self._executor.submit(gated, self._transaction, op, write))
         return await (finish_write(future) if write else future)
 
     def _close_connection(self) -> None:
@@ -1169,7 +1171,7 @@ class SQLiteBackend:
                 return
             self._closed = True
         # Queued behind any operation already submitted, so those finish first.
-        self._executor.submit(self._close_connection)
+        self._executor.submit(gated, self._close_connection)
         self._executor.shutdown(wait=True)
 
     async def aclose(self) -> None:
