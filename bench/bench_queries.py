@@ -46,9 +46,10 @@ from _common import (
     write_json,
 )
 from turnstore import Store
-from turnstore.backends import append, base
-from turnstore.backends.append import GraftRun
-from turnstore.backends.base import Op, Query, prepare_items
+from turnstore.core import append, base
+from turnstore.core.append import GraftRun
+from turnstore.core.codec import prepare_items
+from turnstore.core.ops import Op, Query
 
 PHRASE = "zeppelin maintenance schedule"
 RARE = "quokka"

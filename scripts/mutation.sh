@@ -4,7 +4,7 @@
 # in mutants/ (git-ignored); `.venv/bin/mutmut show NAME` shows one mutant's diff.
 #
 #   scripts/mutation.sh                                  # every mutant of the core functions
-#   scripts/mutation.sh 'turnstore.backends.history.*'   # only these (mutmut name patterns)
+#   scripts/mutation.sh 'turnstore.core.history.*'   # only these (mutmut name patterns)
 #   MUTMUT_WORKERS=2 scripts/mutation.sh                 # workers (default 1: CPU is shared)
 #
 # It ends with the score over the mutants it was asked for and the list of the survivors.
@@ -18,14 +18,14 @@ fi
 # The core functions: pairing (append), the tree (history), path reads (reads), migrations
 # (schema) and search rendering (the search parts of queries; the rest of it is analytics).
 CORE=(
-    'turnstore.backends.append.*'
-    'turnstore.backends.history.*'
-    'turnstore.backends.reads.*'
-    'turnstore.backends.schema.*'
-    'turnstore.backends.queries.x_parse_search__*'
-    'turnstore.backends.queries.x__searchable__*'
-    'turnstore.backends.queries.x_search__*'
-    'turnstore.backends.queries.xǁSearchQueryǁ*'
+    'turnstore.core.append.*'
+    'turnstore.core.history.*'
+    'turnstore.core.reads.*'
+    'turnstore.core.schema.*'
+    'turnstore.core.queries.x_parse_search__*'
+    'turnstore.core.queries.x__searchable__*'
+    'turnstore.core.queries.x_search__*'
+    'turnstore.core.queries.xǁSearchQueryǁ*'
 )
 if [ $# -gt 0 ]; then
     CORE=("$@")

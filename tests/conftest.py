@@ -157,7 +157,7 @@ async def sql(
 
     Parameters are written ``{name}`` and bound in the backend's own placeholder style.
     """
-    from turnstore.backends.base import Fetch, Query
+    from turnstore.core.ops import Fetch, Query
 
     placeholder = ":{}" if type(store.backend).__name__.startswith("SQLite") else "%({})s"
     text = statement.format(**{name: placeholder.format(name) for name in params})

@@ -19,7 +19,7 @@ import pytest
 
 from test_queries import build
 from turnstore import Store
-from turnstore.backends.base import Fetch, Op, Query
+from turnstore.core.ops import Fetch, Op, Query
 
 pytestmark = pytest.mark.e2e
 

@@ -28,7 +28,7 @@ from turnstore import (
     StructuredSession,
     new_operation_id,
 )
-from turnstore.backends import once
+from turnstore.core import once
 
 TURNS = [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
 

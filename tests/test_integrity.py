@@ -38,7 +38,7 @@ from turnstore import (
     TurnstoreError,
 )
 from turnstore.backends import sqlite as sqlite_backend
-from turnstore.backends.base import Fetch, Query
+from turnstore.core.ops import Fetch, Query
 
 ID_TABLES = ("runs", "items", "tool_calls")
 

@@ -24,7 +24,7 @@ import workers
 from builders import assistant, user
 from conftest import POSTGRES_URL, require_postgres
 from turnstore import SchemaError, Store
-from turnstore.backends.base import Fetch, Query
+from turnstore.core.ops import Fetch, Query
 
 PERSISTENT = [
     pytest.param("sqlite-file", id="sqlite-file"),

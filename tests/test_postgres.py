@@ -28,9 +28,10 @@ from turnstore import (
     StructuredSession,
     new_operation_id,
 )
-from turnstore.backends import append, base
-from turnstore.backends.base import Query
-from turnstore.backends.once import once
+from turnstore.core import append
+from turnstore.core.codec import prepare_items
+from turnstore.core.once import once
+from turnstore.core.ops import Op, Query
 
 require_module("psycopg")
 import psycopg  # noqa: E402
@@ -388,15 +389,15 @@ async def test_writers_of_one_session_serialise_and_others_do_not_wait(schema: s
 # Retries: the whole operation again, nothing written twice
 
 
-def _append(store: Store, session_id: str, items: list[Any]) -> base.Op[None]:
-    return append.append(session_id, base.prepare_items(items), store.backend.now())
+def _append(store: Store, session_id: str, items: list[Any]) -> Op[None]:
+    return append.append(session_id, prepare_items(items), store.backend.now())
 
 
 async def test_dropped_connection_is_retried_without_duplicates(schema: str) -> None:
     store = Store.open(POSTGRES_URL, schema=schema)
     attempts: list[int] = []
 
-    def op() -> base.Op[None]:
+    def op() -> Op[None]:
         attempts.append(1)
         yield from _append(store, "s", [user("q"), call("c1", "tool"), output("c1", "out")])
         if len(attempts) == 1:  # the server drops us after the writes, before COMMIT
@@ -433,10 +434,10 @@ async def test_connection_lost_during_commit_is_settled_by_the_write_key(schema:
     attempts: list[int] = []
     key = new_operation_id()
 
-    def op() -> base.Op[None]:
+    def op() -> Op[None]:
         attempts.append(1)
         yield from once(
-            "s", key, append.append("s", base.prepare_items([user("once")]), store.backend.now())
+            "s", key, append.append("s", prepare_items([user("once")]), store.backend.now())
         )
 
     try:
@@ -455,7 +456,7 @@ async def test_transient_errors_rerun_the_operation(schema: str, sqlstate: str) 
     store = Store.open(POSTGRES_URL, schema=schema)
     attempts: list[int] = []
 
-    def op() -> base.Op[None]:
+    def op() -> Op[None]:
         attempts.append(1)
         yield from _append(store, "s", [user(f"try {len(attempts)}")])
         if len(attempts) < 3:
@@ -476,7 +477,7 @@ async def test_retries_are_bounded_and_end_in_a_turnstore_error(schema: str) -> 
     store = Store.open(POSTGRES_URL, schema=schema, retries=2)
     attempts: list[int] = []
 
-    def op() -> base.Op[None]:
+    def op() -> Op[None]:
         attempts.append(1)
         yield Query(
             "DO $$ BEGIN RAISE EXCEPTION 'always' USING ERRCODE = 'serialization_failure'; END $$",
@@ -495,7 +496,7 @@ async def test_other_errors_are_not_retried(schema: str) -> None:
     store = Store.open(POSTGRES_URL, schema=schema)
     attempts: list[int] = []
 
-    def op() -> base.Op[None]:
+    def op() -> Op[None]:
         attempts.append(1)
         yield from _append(store, "s", [user("lost")])
         yield Query("SELECT 1 / 0", raw=True)

@@ -31,8 +31,8 @@ from turnstore import (
     ToolCall,
     Usage,
 )
-from turnstore.backends.base import as_datetime
-from turnstore.backends.queries import parse_search
+from turnstore.core.queries import parse_search
+from turnstore.core.rows import as_datetime
 from turnstore.export import runs_from_jsonl
 
 pytestmark = pytest.mark.e2e
@@ -460,7 +460,7 @@ async def test_tool_stats_percentiles_are_nearest_rank(store: Store) -> None:
 
 
 async def sql_write(store: Store, statement: str, **params: Any) -> None:
-    from turnstore.backends.base import Query
+    from turnstore.core.ops import Query
 
     placeholder = ":{}" if type(store.backend).__name__.startswith("SQLite") else "%({})s"
     text = statement.format(**{name: placeholder.format(name) for name in params})
@@ -617,7 +617,7 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
 
 
 async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Store) -> None:
-    from turnstore.backends.append import INDEX_BATCH
+    from turnstore.core.append import INDEX_BATCH
 
     # More items than one index batch, so that some are indexed on write and some are not.
     batch = [assistant(f"filler {n}") for n in range(INDEX_BATCH + 5)]
@@ -639,7 +639,7 @@ async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Sto
 
 
 async def test_sqlite_appends_feed_the_index_in_batches(tmp_path: Any) -> None:
-    from turnstore.backends.append import INDEX_BATCH
+    from turnstore.core.append import INDEX_BATCH
 
     async def indexed_through(store: Store) -> int:
         [(value,)] = await sql(store, "SELECT indexed_through FROM items_fts_state")

@@ -400,7 +400,7 @@ async def test_export_renders_the_deepest_item_a_database_holds(store: Store) ->
     data = '{"role": "user", "content": ' + "[" * 950 + '"core"' + "]" * 950 + "}"
 
     def replace() -> Any:
-        from turnstore.backends.base import Query
+        from turnstore.core.ops import Query
 
         yield Query(
             "UPDATE items SET data = {data} WHERE session_id = 's'".format(

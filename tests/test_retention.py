@@ -10,7 +10,7 @@ from typing import Any
 from builders import assistant, call, output, user
 from conftest import sql
 from turnstore import Store
-from turnstore.backends.base import Op, Query
+from turnstore.core.ops import Op, Query
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text(encoding="utf-8")
 LONG_AGO = "'2020-01-01 00:00:00.000000+00:00'"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnstore import Store, StructuredSession
-from turnstore.backends import base
+from turnstore.core.codec import decode_items, dumps_item
 
 # Text as the SDK may hand it over: any unicode, including NUL and lone surrogates.
 text = st.text(max_size=20)
@@ -94,9 +94,9 @@ def test_stored_json_decodes_exactly_as_json_loads(item: dict[str, Any], as_byte
     # Items are decoded by msgspec, with json for what msgspec refuses: the result must be what
     # json.loads gives, whatever the stored text holds (big integers, -0.0, subnormal floats,
     # NaN, infinities, escapes, lone surrogates) and whether the backend hands str or bytes.
-    data = base.dumps_item(item)
+    data = dumps_item(item)
     stored = data.encode("utf-8") if as_bytes else data
-    [decoded] = base.decode_items([(stored,)], "s")
+    [decoded] = decode_items([(stored,)], "s")
     expected = json.loads(data)
     assert same_shape(decoded, expected)
     assert json.dumps(decoded) == json.dumps(expected) == json.dumps(item)

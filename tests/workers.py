@@ -16,7 +16,9 @@ from typing import Any
 
 from builders import assistant, call, output, user
 from turnstore import Store, migrate
-from turnstore.backends import append, base
+from turnstore.core import append
+from turnstore.core.codec import prepare_items
+from turnstore.core.ops import Op
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -110,7 +112,7 @@ def big_batch(number: int, size: int) -> list[dict[str, Any]]:
     ]
 
 
-def _pausing(op: base.Op[Any], after: int, paused: Any) -> base.Op[Any]:
+def _pausing(op: Op[Any], after: int, paused: Any) -> Op[Any]:
     """``op``, stopped for good (inside its transaction) once ``after`` items are inserted."""
     result: Any = None
     inserted = 0
@@ -136,7 +138,7 @@ def killed_writer_process(
         store = Store.open(target, **options)
         for number in range(committed):
             await store.add_items("victim", big_batch(number, size))
-        batch = base.prepare_items(big_batch(committed, size))
+        batch = prepare_items(big_batch(committed, size))
         now = store.backend.now()
 
         def op() -> Generator[Any, Any, Any]:

@@ -5,7 +5,7 @@ conversations across sessions. See the README for the schema and examples.
 """
 
 from ._adopt import adopt_sdk_sessions
-from .backends.once import new_operation_id
+from .core.once import new_operation_id
 from .errors import (
     ClosedError,
     ConfigurationError,

@@ -25,10 +25,12 @@ from typing import Any
 
 from . import validate
 from ._importers import SourceSession, open_source, plan_merge
-from .backends.append import GraftRun, graft
-from .backends.base import Fetch, Op, Query, prepare_items, set_head
-from .backends.reads import session_info, session_tree
 from .backends.sqlite import SQLiteBackend
+from .core.append import GraftRun, graft
+from .core.codec import prepare_items
+from .core.lock import set_head
+from .core.ops import Fetch, Op, Query
+from .core.reads import session_info, session_tree
 from .errors import InvalidItemError, InvalidOperationError, ReadOnlyError
 from .store import Store
 

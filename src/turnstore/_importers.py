@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from . import validate
-from .backends.append import GraftRun
-from .backends.base import dumps_item, loads_item, prepare_items
 from .backends.sqlite import connect_read_only
+from .core.append import GraftRun
+from .core.codec import dumps_item, loads_item, prepare_items
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,

@@ -33,7 +33,7 @@ from rich.tree import Tree
 
 from . import _importers
 from ._adopt import adopt_sdk_sessions
-from .backends.queries import SNIPPET_MARKS
+from .core.queries import SNIPPET_MARKS
 from .errors import (
     ConfigurationError,
     ConnectionFailedError,
@@ -1215,7 +1215,7 @@ def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) 
 
 
 async def _schema_version(store: Store) -> int:
-    from .backends.base import Fetch, Query
+    from .core.ops import Fetch, Query
 
     def op() -> Any:
         row = yield Query("schema_version", fetch=Fetch.ONE)

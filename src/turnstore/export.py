@@ -25,7 +25,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Literal
 
-from .backends.queries import ExportData
+from .core.queries import ExportData
 from .errors import InvalidItemError
 from .model import NewRun, Run, ToolCall, Usage
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from . import _adopt, _shared, validate
-from .backends.append import SessionPatch
-from .backends.history import ANY_HEAD, ExpectedHead
+from .core.append import SessionPatch
+from .core.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .model import Branch, Run, SessionInfo, Usage
 from .store import Store, session_patch

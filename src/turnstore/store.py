@@ -11,11 +11,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import validate
-from .backends import append, base, compaction, history, queries, reads
-from .backends.base import Backend, Op
-from .backends.history import ANY_HEAD, ExpectedHead
-from .backends.once import check_operation_id, new_operation_id, once
-from .backends.queries import SearchOrder, SessionOrder, UsageGroup
+from .core import append, compaction, history, queries, reads
+from .core.codec import prepare_items
+from .core.history import ANY_HEAD, ExpectedHead
+from .core.once import check_operation_id, new_operation_id, once
+from .core.ops import Backend, Op
+from .core.queries import SearchOrder, SessionOrder, UsageGroup
 from .errors import (
     ConfigurationError,
     InvalidOperationError,
@@ -202,7 +203,7 @@ class Store:
             raise InvalidOperationError(
                 f"telemetry must be a Telemetry, got {type(telemetry).__name__}"
             )
-        batch = base.prepare_items(items)
+        batch = prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
             return None
         now = self.backend.now()
@@ -224,7 +225,7 @@ class Store:
         *,
         ends_session: bool = False,
     ) -> T:
-        """Run the write ``op()`` exactly once under its key (see ``backends.once.once``)."""
+        """Run the write ``op()`` exactly once under its key (see ``core.once.once``)."""
         key = new_operation_id() if operation_id is None else check_operation_id(operation_id)
         try:
             return await self.backend.run(
@@ -286,7 +287,7 @@ class Store:
         ``start`` leaves none of them to replace (as the SDK's ``SQLiteSession`` does).
         """
         sid = validate.key(session_id, "session_id")
-        batch = base.prepare_items(items)
+        batch = prepare_items(items)
         replaced = None
         if tail is not None:
             if not isinstance(tail, HistoryTail):
@@ -397,7 +398,7 @@ class Store:
                 raise InvalidOperationError(f"run {index} is a {type(run).__name__}, not a NewRun")
             grafts.append(
                 append.GraftRun(
-                    base.prepare_items(run.items),
+                    prepare_items(run.items),
                     None if run.parent_id is None else _run_id(run.parent_id),
                     run.parent,
                     validate.optional_usage(run.usage, f"run {index}'s usage"),
@@ -629,7 +630,7 @@ class Store:
 
         ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
         an MCP call's error, or an output that reports an error (the SDK's messages for a
-        tool that raised or timed out, see ``turnstore.backends.append.reports_error``). Other
+        tool that raised or timed out, see ``turnstore.core.append.reports_error``). Other
         statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """

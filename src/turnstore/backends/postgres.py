@@ -21,7 +21,7 @@ was in flight is the one ambiguous case: the write is run again, with its key (b
 on a connection of its own rather than one from the pool (which may have no other to give):
 if the first commit happened, the key is found and the re-run only returns its result. When
 no connection can be made, ``OutcomeUnknownError`` says so. A write, once started, finishes
-before a cancellation reaches the caller (base.finish_write).
+before a cancellation reaches the caller (ops.finish_write).
 
 Scale-out: every table carries ``session_id``, every key starts with it, foreign keys include
 it, and every statement below filters by it, so the tables can be distributed by
@@ -48,6 +48,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from ..core.ops import Fetch, Op, Query, finish_write
+from ..core.queries import ORDERS
+from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
+from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
     ConfigurationError,
@@ -60,10 +64,7 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, Query, finish_write
 from .pg_url import DEFAULT_SCHEMA, check_schema, split_schema
-from .queries import ORDERS
-from .schema import migrate_step, stored_version
 
 __all__ = ["MIGRATIONS", "SQL", "PostgresBackend", "now"]
 
@@ -348,7 +349,7 @@ SQL: dict[str, str | None] = {
         LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
         WHERE s.session_id = %(sid)s
         FOR UPDATE OF s""",
-    # Locked by ensure_session, read by lock_head: see base.lock_session.
+    # Locked by ensure_session, read by lock_head: see core.lock.lock_session.
     "upsert_head": None,
     # The SDK's SQLiteSession tables are adopted from SQLite files only (turnstore/_adopt.py).
     "sdk_messages_table": None,

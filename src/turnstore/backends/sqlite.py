@@ -21,6 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ..core.ops import Fetch, Op, finish_write
+from ..core.queries import ORDERS
+from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
+from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
     ConfigurationError,
@@ -30,10 +34,7 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .base import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, Fetch, Op, finish_write
 from .forkgate import gated, inside
-from .queries import ORDERS
-from .schema import migrate_step, stored_version
 
 __all__ = [
     "MIGRATIONS",

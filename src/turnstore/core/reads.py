@@ -12,17 +12,9 @@ from typing import Any
 
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
 from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall
-from .base import (
-    RUN_COLUMNS,
-    Fetch,
-    Op,
-    Query,
-    as_datetime,
-    decode_items,
-    run_from_row,
-    session_from_row,
-    tool_call_from_row,
-)
+from .codec import decode_items
+from .ops import Fetch, Op, Query
+from .rows import RUN_COLUMNS, as_datetime, run_from_row, session_from_row, tool_call_from_row
 
 __all__ = [
     "branches",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import SchemaError
-from .base import Fetch, Op, Query
+from .ops import Fetch, Op, Query
 
 __all__ = [
     "migrate_step",

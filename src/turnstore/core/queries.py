@@ -32,16 +32,10 @@ from ..model import (
     UsageRow,
 )
 from .append import copy_backlog, index_backlog
-from .base import (
-    Fetch,
-    Op,
-    Query,
-    as_datetime,
-    decode_items,
-    session_from_row,
-    tool_call_from_row,
-)
+from .codec import decode_items
+from .ops import Fetch, Op, Query
 from .reads import path_runs, session_info, session_tree
+from .rows import as_datetime, session_from_row, tool_call_from_row
 
 __all__ = [
     "GROUPS",

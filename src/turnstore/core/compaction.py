@@ -24,8 +24,10 @@ from typing import Any
 
 from ..model import HistoryTail
 from .append import insert_item
-from .base import Fetch, Op, PreparedItem, Query, decode_items, loads_item, lock_session, set_head
-from .base import prepare_items as prepare
+from .codec import PreparedItem, decode_items, loads_item
+from .codec import prepare_items as prepare
+from .lock import lock_session, set_head
+from .ops import Fetch, Op, Query
 from .reads import find_run
 
 __all__ = ["compact", "history_tail"]

@@ -14,7 +14,9 @@ from ..errors import ConflictError, InvalidOperationError
 from ..items import classify
 from ..model import Run
 from .append import apply_append, parent_head
-from .base import Fetch, Head, Op, Query, decode_items, lock_session, prepare_items, set_head
+from .codec import decode_items, prepare_items
+from .lock import Head, lock_session, set_head
+from .ops import Fetch, Op, Query
 from .reads import find_run
 
 __all__ = [

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import InvalidOperationError
-from .base import Fetch, Op, Query
+from .ops import Fetch, Op, Query
 
 __all__ = ["KEEP_MS", "check_operation_id", "new_operation_id", "once"]
 

@@ -16,7 +16,9 @@ from ..errors import InvalidOperationError
 from ..items import ItemInfo
 from ..model import SessionInfo, Usage
 from ..validate import MAX_INT, MAX_REQUESTS
-from .base import Fetch, Head, Op, PreparedItem, Query, lock_session, set_head
+from .codec import PreparedItem
+from .lock import Head, lock_session, set_head
+from .ops import Fetch, Op, Query
 from .reads import find_run, session_info
 
 __all__ = [

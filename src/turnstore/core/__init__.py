@@ -1,0 +1,11 @@
+"""The domain core, free of any driver: every operation written once as a generator of queries.
+
+``ops`` is the seam (``Query``, ``Op``, the ``Backend`` protocol); ``codec`` turns items into
+stored JSON and back; ``rows`` builds records from rows; ``lock`` reads and moves a session's
+head. The operations: ``append`` (batches, grafts, telemetry, the search backlog, catalogue
+fields), ``reads`` (the active path, the tree, the viewer's windows), ``history`` (pop, clear,
+fork, move the head, delete a branch), ``compaction``, ``once`` (exactly-once writes),
+``schema`` (migrations) and ``queries`` (catalogue, tool calls, usage, search, export).
+"""
+
+__all__: list[str] = []

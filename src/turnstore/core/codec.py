@@ -1,0 +1,112 @@
+"""The item codec: how an SDK item becomes the JSON text a row stores, and back, exactly."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..errors import InvalidItemError
+from ..items import ItemInfo, classify
+from ..validate import check_json
+
+__all__ = ["PreparedItem", "decode_items", "dumps_item", "loads_item", "prepare_items"]
+
+log = logging.getLogger("turnstore")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedItem:
+    """An item checked, serialised and classified: ready to store."""
+
+    data: str
+    info: ItemInfo
+
+
+# json.dumps's own settings, built once (json.dumps builds an encoder per call when any
+# argument differs from its defaults).
+_UTF8_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_ASCII_ENCODER = json.JSONEncoder()
+
+
+def dumps_item(item: Mapping[str, Any]) -> str:
+    """``item`` as JSON text; ValueError when it nests deeper than ``MAX_DEPTH`` or two of an
+    object's keys are one in JSON (see ``validate.check_json``), TypeError when JSON cannot
+    hold it."""
+    check_json(item)
+    # Readable UTF-8 in the database; an item holding a lone surrogate cannot be encoded as
+    # UTF-8 text, so it is stored \u-escaped instead (it decodes to the same value).
+    data = _UTF8_ENCODER.encode(item)
+    if not data.isascii():
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            data = _ASCII_ENCODER.encode(item)
+    return data
+
+
+def prepare_items(items: Sequence[Any]) -> list[PreparedItem]:
+    """Check, serialise and classify a batch, refusing it whole on the first bad item."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+        raise InvalidItemError(f"items must be a list of mappings, got {type(items).__name__}")
+    prepared = []
+    for index, item in enumerate(items):
+        if type(item) is not dict and not isinstance(item, Mapping):  # the ABC check is slow
+            raise InvalidItemError(
+                f"item {index} is a {type(item).__name__}, not a mapping; nothing was written"
+            )
+        try:
+            data = dumps_item(item)
+        except (TypeError, ValueError) as exc:
+            raise InvalidItemError(
+                f"item {index} cannot be serialised to JSON ({exc}); nothing was written"
+            ) from exc
+        prepared.append(PreparedItem(data, classify(item)))
+    return prepared
+
+
+_fast_loads = msgspec.json.Decoder().decode
+
+
+def loads_item(data: str | bytes) -> Any:
+    """Decode one stored item's JSON exactly as ``json.loads`` would.
+
+    msgspec decodes 3-6x faster than ``json`` (and leaves the result out of the garbage
+    collector's way), with the same values, key order and integers of any size. What it
+    refuses and ``json.dumps`` can write (NaN, Infinity, lone surrogates) goes to ``json``.
+    """
+    try:
+        return _fast_loads(data)
+    except (ValueError, RecursionError):
+        return json.loads(data)
+
+
+def decode_items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Any]:
+    """Decode stored item JSON (the last column of each row), skipping corrupt rows.
+
+    The column is ``bytes`` where the backend can return it so (msgspec reads UTF-8 directly,
+    2-3x faster than from ``str``). One corrupt row never hides the rest: it is logged (by its
+    id, the first column, where the row has one) and left out.
+    """
+    try:
+        items = [_fast_loads(row[-1]) for row in rows]
+        if all(type(item) is dict for item in items):
+            return items
+    except (ValueError, TypeError, RecursionError):
+        pass
+    decoded = []
+    for index, row in enumerate(rows):
+        try:
+            item = loads_item(row[-1])
+        except (ValueError, TypeError, RecursionError):
+            item = None
+        if type(item) is dict:
+            decoded.append(item)
+        else:
+            where = f"id {row[0]}" if len(row) > 1 else f"number {index + 1} of the path"
+            log.warning("skipping corrupt item (%s) of session %r", where, session_id)
+    return decoded

@@ -1,0 +1,54 @@
+"""The session's head: every write locks it first, and moves it last."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .ops import Fetch, Op, Query
+
+__all__ = ["Head", "lock_session", "set_head"]
+
+
+@dataclass(slots=True)
+class Head:
+    """What an append needs to know of the session before it writes."""
+
+    id: int | None
+    depth: int = -1
+    item_count: int = 0
+    # The run above the head in the model's view: its parent, or a compaction run's prior run.
+    parent_id: int | None = None
+    has_children: bool = False
+    # Through which item id the search index is fed, where a backend feeds it in batches
+    # (SQLite); read with the lock, so that an append knows whether to feed it.
+    indexed_through: int | None = None
+
+
+def lock_session(
+    session_id: str, now: Any, title: str | None = None, *, create: bool = True
+) -> Op[Head]:
+    """Create the session if new, lock it for this transaction, and read its head.
+
+    With ``create=False`` a session that does not exist is left uncreated (its head reads as
+    empty): popping from, or adding nothing to, an unknown session must not catalogue it.
+    """
+    row = None
+    if create:
+        params = {"sid": session_id, "now": now, "title": title}
+        # One statement where the backend can (SQLite: an upsert that returns the head).
+        # Postgres has none: RETURNING would read the head's run from the snapshot taken
+        # before the statement waited for the row lock, so it locks first and reads after.
+        row = yield Query("upsert_head", params, Fetch.ONE)
+        if row is None:
+            yield Query("ensure_session", params)
+    if row is None:
+        row = yield Query("lock_head", {"sid": session_id}, Fetch.ONE)
+    if row is None:
+        return Head(None)
+    head = Head(*row)
+    return head if head.id is not None else Head(None, indexed_through=head.indexed_through)
+
+
+def set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
+    yield Query("set_head", {"sid": session_id, "head": head_id, "now": now})
