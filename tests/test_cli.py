@@ -32,8 +32,7 @@ from conftest import (
     target_exists,
     target_sql,
 )
-from turnstore import Store, StructuredSession
-from turnstore.backends import postgres, sqlite
+from turnstore import Store, StructuredSession, postgres, sqlite
 from turnstore.cli import _shown, app
 from turnstore.demo import QUESTIONS, _agents, _scripted_model, run_demo
 

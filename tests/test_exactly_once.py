@@ -1,6 +1,6 @@
 """Issue 11: writes are applied exactly once, and a write that has started is never dropped.
 
-Every write carries a key (``operation_id``, backends/once.py): a repeat with the same key
+Every write carries a key (``operation_id``, core/once.py): a repeat with the same key
 changes nothing and returns the first result, on every backend. On PostgreSQL a proxy
 (tests/faultproxy.py) cuts the connection before COMMIT, after COMMIT before its reply, and
 mid-pipeline: each write ends stored once and its caller told the truth. Cancellation (a

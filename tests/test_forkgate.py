@@ -1,4 +1,4 @@
-"""A fork waits for turnstore's threads to leave SQLite (backends/forkgate.py).
+"""A fork waits for turnstore's threads to leave SQLite (sqlite/forkgate.py).
 
 A child forked while another thread was inside SQLite inherited SQLite's mutexes locked and hung
 at its first connect (``test_shared_stores``'s forked child, once in a few runs under load).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
-from turnstore.backends.forkgate import inside
+from turnstore.sqlite.forkgate import inside
 
 
 def test_a_fork_waits_until_no_thread_is_inside_sqlite() -> None:

@@ -37,8 +37,8 @@ from turnstore import (
     StructuredSession,
     TurnstoreError,
 )
-from turnstore.backends import sqlite as sqlite_backend
 from turnstore.core.ops import Fetch, Query
+from turnstore.sqlite import driver as sqlite_backend
 
 ID_TABLES = ("runs", "items", "tool_calls")
 
@@ -138,7 +138,7 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:rebuild])
         old = Store.open(target)
-    # Write keys (backends/once.py) came with a later step: this test writes without them.
+    # Write keys (core/once.py) came with a later step: this test writes without them.
     monkeypatch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)
     session = StructuredSession("s", old)
     r1, r2, r3 = await converse(session, "alpha", "bravo", "charlie")
@@ -419,7 +419,7 @@ async def test_postgres_lookups_by_call_id_and_tool_name_use_the_prefix_indexes(
 
 
 async def _check_plans(store: Store) -> None:
-    from turnstore.backends.postgres import SQL
+    from turnstore.postgres import SQL
 
     session = StructuredSession("s", store)
     for n in range(3):

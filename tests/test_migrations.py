@@ -60,10 +60,10 @@ SEEDED_ITEMS = [
 
 def _module(backend: str) -> ModuleType:
     if backend == "postgres":
-        from turnstore.backends import postgres
+        from turnstore.postgres import driver as postgres
 
         return postgres
-    from turnstore.backends import sqlite
+    from turnstore.sqlite import driver as sqlite
 
     return sqlite
 

@@ -37,7 +37,7 @@ require_module("psycopg")
 import psycopg  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
-from turnstore.backends.postgres import PostgresBackend, _connect_error  # noqa: E402
+from turnstore.postgres.driver import PostgresBackend, _connect_error  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

@@ -1052,7 +1052,8 @@ async def test_a_version_1_database_upgrades(
 ) -> None:
     if backend_name == "sqlite-memory":
         pytest.skip("a :memory: database cannot be reopened")
-    from turnstore.backends import postgres, sqlite
+    from turnstore.postgres import driver as postgres
+    from turnstore.sqlite import driver as sqlite
 
     module: Any = sqlite if backend_name.startswith("sqlite") else postgres
     target, options = db_target
@@ -1066,7 +1067,7 @@ async def test_a_version_1_database_upgrades(
         if module is sqlite:
             lock = lock.replace(module._INDEXED_THROUGH, "NULL")
         patch.setitem(module.SQL, "lock_head", lock)
-        # Nor did writes carry keys (backends/once.py): write as turnstore 1 did.
+        # Nor did writes carry keys (core/once.py): write as turnstore 1 did.
         patch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)
         old = Store.open(target, **options)
         await old.add_items(

@@ -36,8 +36,8 @@ from turnstore import (
     SchemaError,
     Store,
 )
-from turnstore.backends import sqlite as sqlite_backend
-from turnstore.backends.sqlite import sqlite_file_kind
+from turnstore.sqlite import driver as sqlite_backend
+from turnstore.sqlite import sqlite_file_kind
 
 ITEMS = [user("where is the zebra"), assistant("behind the giraffe")]
 
@@ -119,7 +119,7 @@ def _old_database(
 ) -> None:
     """Create the database at the schema version before the newest."""
     if backend_name == "postgres":
-        from turnstore.backends import postgres as module
+        from turnstore.postgres import driver as module
     else:
         module = sqlite_backend  # type: ignore[assignment]
     with monkeypatch.context() as patch:

@@ -15,10 +15,10 @@ from types import ModuleType
 import pytest
 
 from conftest import require_module
-from turnstore.backends import sqlite
+from turnstore import sqlite
 
 psycopg = require_module("psycopg")
-from turnstore.backends import postgres  # noqa: E402
+from turnstore import postgres  # noqa: E402
 
 BACKENDS = [pytest.param(sqlite, id="sqlite"), pytest.param(postgres, id="postgres")]
 

@@ -623,8 +623,8 @@ def test_serve_says_when_the_schema_is_too_old(
     from typer.testing import CliRunner
 
     import turnstore.web
-    from turnstore.backends import sqlite as sqlite_backend
     from turnstore.cli import app
+    from turnstore.sqlite import driver as sqlite_backend
 
     db = tmp_path / "old.db"
     with monkeypatch.context() as patch:

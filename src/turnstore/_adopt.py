@@ -25,13 +25,13 @@ from typing import Any
 
 from . import validate
 from ._importers import SourceSession, open_source, plan_merge
-from .backends.sqlite import SQLiteBackend
 from .core.append import GraftRun, graft
 from .core.codec import prepare_items
 from .core.lock import set_head
 from .core.ops import Fetch, Op, Query
 from .core.reads import session_info, session_tree
 from .errors import InvalidItemError, InvalidOperationError, ReadOnlyError
+from .sqlite import SQLiteBackend
 from .store import Store
 
 __all__ = ["adopt", "adopt_sdk_sessions"]

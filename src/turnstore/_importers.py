@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from . import validate
-from .backends.sqlite import connect_read_only
 from .core.append import GraftRun
 from .core.codec import dumps_item, loads_item, prepare_items
 from .errors import (
@@ -42,6 +41,7 @@ from .errors import (
 )
 from .items import classify
 from .model import NewRun, Run, Usage
+from .sqlite import connect_read_only
 from .store import Store
 
 __all__ = [

@@ -69,14 +69,14 @@ def _open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) ->
     scheme = target.split("://", 1)[0].lower() if "://" in target else ""
     if scheme in ("postgresql", "postgres"):
         try:
-            from .backends.postgres import PostgresBackend
+            from .postgres import PostgresBackend
         except ImportError as exc:
             raise ConfigurationError(
                 "PostgreSQL needs the postgres extra: pip install 'turnstore[postgres]'"
             ) from exc
         validate.open_options(PostgresBackend, "PostgreSQL", options)
         return PostgresBackend(target, **options)
-    from .backends.sqlite import SQLiteBackend
+    from .sqlite import SQLiteBackend
 
     validate.open_options(SQLiteBackend, "SQLite", options)
     if scheme == "sqlite":

@@ -17,7 +17,7 @@ next one) and sets ``search_path`` for itself only, so connections carry no turn
 
 Retries: a serialisation failure, a deadlock or a dropped connection re-runs the whole
 operation from a fresh generator, a bounded number of times. A connection lost while COMMIT
-was in flight is the one ambiguous case: the write is run again, with its key (backends/once.py),
+was in flight is the one ambiguous case: the write is run again, with its key (core/once.py),
 on a connection of its own rather than one from the pool (which may have no other to give):
 if the first commit happened, the key is found and the re-run only returns its result. When
 no connection can be made, ``OutcomeUnknownError`` says so. A write, once started, finishes
@@ -64,7 +64,7 @@ from ..errors import (
     StorageError,
     TurnstoreError,
 )
-from .pg_url import DEFAULT_SCHEMA, check_schema, split_schema
+from .url import DEFAULT_SCHEMA, check_schema, split_schema
 
 __all__ = ["MIGRATIONS", "SQL", "PostgresBackend", "now"]
 
@@ -254,7 +254,7 @@ MIGRATIONS: list[list[str]] = [
         "DROP INDEX tool_calls_tool",
         "CREATE INDEX tool_calls_tool ON tool_calls (left(tool_name, 256), id)",
     ],
-    # 6: the keys of committed writes (backends/once.py), so that a write runs exactly once,
+    # 6: the keys of committed writes (core/once.py), so that a write runs exactly once,
     # even when the connection is lost while COMMIT is in flight.
     [
         """CREATE TABLE operations (
@@ -359,7 +359,7 @@ SQL: dict[str, str | None] = {
     "set_head": """
         UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s
         WHERE session_id = %(sid)s""",
-    # Write keys (backends/once.py). A claim of a key that a transaction still in flight holds
+    # Write keys (core/once.py). A claim of a key that a transaction still in flight holds
     # waits for it, then returns a row only if that transaction rolled back.
     "forget_operations": """
         DELETE FROM operations WHERE session_id = %(sid)s AND op_id < %(before)s""",
@@ -607,7 +607,7 @@ SQL: dict[str, str | None] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Query and analytics (backends/queries.py; the names and results of sqlite.QUERY_SQL). Every
+# Query and analytics (core/queries.py; the names and results of sqlite.QUERY_SQL). Every
 # optional parameter is cast, so that Postgres knows its type when it is NULL.
 
 _SESSIONS = f"""
@@ -984,7 +984,7 @@ class PostgresBackend:
 
         ``schema`` is the PostgreSQL schema that holds turnstore's tables (created if
         missing): this, else the one the URL names (``?schema=NAME``, or libpq's
-        ``?options=-csearch_path%3DNAME``; see backends/pg_url.py), else ``public``.
+        ``?options=-csearch_path%3DNAME``; see postgres/url.py), else ``public``.
         ``min_size``/``max_size`` size the pool; ``connect_timeout`` bounds each connection
         attempt, ``pool_timeout`` the wait for a free connection. ``retries`` is how
         many times a transiently failed operation is re-run. ``migrate=False`` never changes

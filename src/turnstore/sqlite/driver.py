@@ -267,7 +267,7 @@ MIGRATIONS: list[list[str]] = [
         """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
         WHERE user_id IS NOT NULL""",
     ],
-    # 5: compaction keeps the transcript (backends/compaction.py). A compaction run (kind
+    # 5: compaction keeps the transcript (core/compaction.py). A compaction run (kind
     # 'compaction') holds what the model sees instead of the runs it replaced, which stay as
     # its ancestors with status 'compacted' and compacted_by naming it; the model's history
     # continues above it at prior_run_id (NULL: nowhere). No foreign keys: prior_run_id names
@@ -319,7 +319,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
         "PRAGMA legacy_alter_table = OFF",
     ],
-    # 7: the keys of committed writes (backends/once.py), so that a write runs exactly once.
+    # 7: the keys of committed writes (core/once.py), so that a write runs exactly once.
     [
         """CREATE TABLE operations (
             session_id TEXT NOT NULL,
@@ -392,7 +392,7 @@ SQL: dict[str, str | None] = {
         WHERE s.session_id = :sid""",
     "set_head": """
         UPDATE sessions SET head_run_id = :head, updated_at = :now WHERE session_id = :sid""",
-    # Write keys (backends/once.py): a claim returns a row only when the key is new.
+    # Write keys (core/once.py): a claim returns a row only when the key is new.
     "forget_operations": "DELETE FROM operations WHERE session_id = :sid AND op_id < :before",
     "forget_other_operations": "DELETE FROM operations WHERE session_id = :sid AND op_id <> :key",
     "claim_operation": """
@@ -602,7 +602,7 @@ SQL: dict[str, str | None] = {
         WHERE +session_id = :sid AND run_id IN (SELECT value FROM json_each(:run_ids))
         ORDER BY run_id, id""",
     "tool_call": f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = :id",
-    # Compaction (backends/compaction.py): where an item is, the compaction run, and the mark
+    # Compaction (core/compaction.py): where an item is, the compaction run, and the mark
     # on the runs of the model's view from the head up to the first one it replaced.
     "item_place": "SELECT run_id, position FROM items WHERE id = :id AND session_id = :sid",
     "insert_compaction_run": """
@@ -617,7 +617,7 @@ SQL: dict[str, str | None] = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Query and analytics (backends/queries.py and the write side of append.py's hooks telemetry)
+# Query and analytics (core/queries.py and the write side of append.py's hooks telemetry)
 
 _SESSIONS = f"""
     SELECT {SESSION_COLUMNS} FROM sessions
