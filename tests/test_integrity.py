@@ -38,7 +38,7 @@ from turnstore import (
     TurnstoreError,
 )
 from turnstore.core.ops import Fetch, Query
-from turnstore.sqlite import driver as sqlite_backend
+from turnstore.sqlite import migrations as sqlite_migrations
 
 ID_TABLES = ("runs", "items", "tool_calls")
 
@@ -132,11 +132,11 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
     target = str(tmp_path / "old.db")
     rebuild = next(
         number
-        for number, step in enumerate(sqlite_backend.MIGRATIONS)
+        for number, step in enumerate(sqlite_migrations.MIGRATIONS)
         if any("AUTOINCREMENT" in statement for statement in step)
     )
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:rebuild])
+        patch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:rebuild])
         old = Store.open(target)
     # Write keys (core/once.py) came with a later step: this test writes without them.
     monkeypatch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)

@@ -60,12 +60,12 @@ SEEDED_ITEMS = [
 
 def _module(backend: str) -> ModuleType:
     if backend == "postgres":
-        from turnstore.postgres import driver as postgres
+        from turnstore.postgres import migrations
 
-        return postgres
-    from turnstore.sqlite import driver as sqlite
+        return migrations
+    from turnstore.sqlite import migrations
 
-    return sqlite
+    return migrations
 
 
 class Databases:

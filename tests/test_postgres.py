@@ -37,7 +37,8 @@ require_module("psycopg")
 import psycopg  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
-from turnstore.postgres.driver import PostgresBackend, _connect_error  # noqa: E402
+from turnstore.postgres import PostgresBackend  # noqa: E402
+from turnstore.postgres.errors import connect_error  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -125,7 +126,7 @@ def test_missing_database_is_named() -> None:
 def test_wrong_password_message_is_clear() -> None:
     # The test server trusts every local connection, so no password can be wrong there; this
     # checks the mapping of libpq's message for it instead.
-    error = _connect_error(
+    error = connect_error(
         psycopg.OperationalError(
             'connection failed: connection to server at "10.0.0.5", port 5432 failed: FATAL:  '
             'password authentication failed for user "app"'

@@ -1052,20 +1052,19 @@ async def test_a_version_1_database_upgrades(
 ) -> None:
     if backend_name == "sqlite-memory":
         pytest.skip("a :memory: database cannot be reopened")
-    from turnstore.postgres import driver as postgres
-    from turnstore.sqlite import driver as sqlite
+    from turnstore import postgres, sqlite
 
     module: Any = sqlite if backend_name.startswith("sqlite") else postgres
     target, options = db_target
     with monkeypatch.context() as patch:
-        patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:1])
+        patch.setattr(module.migrations, "MIGRATIONS", module.MIGRATIONS[:1])
         # Statements of later versions that every write now issues (SQLite's search backlog,
         # which the lock reads too).
         for name in ("index_pending", "index_backlog", "mark_indexed", "upsert_head"):
             patch.setitem(module.SQL, name, None)
-        lock = module.SQL["lock_head"].replace(module._VIEW, "parent_id")
+        lock = module.SQL["lock_head"].replace(module.sql._VIEW, "parent_id")
         if module is sqlite:
-            lock = lock.replace(module._INDEXED_THROUGH, "NULL")
+            lock = lock.replace(module.sql._INDEXED_THROUGH, "NULL")
         patch.setitem(module.SQL, "lock_head", lock)
         # Nor did writes carry keys (core/once.py): write as turnstore 1 did.
         patch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)

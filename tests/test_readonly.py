@@ -36,7 +36,7 @@ from turnstore import (
     SchemaError,
     Store,
 )
-from turnstore.sqlite import driver as sqlite_backend
+from turnstore.sqlite import migrations as sqlite_migrations
 from turnstore.sqlite import sqlite_file_kind
 
 ITEMS = [user("where is the zebra"), assistant("behind the giraffe")]
@@ -119,9 +119,9 @@ def _old_database(
 ) -> None:
     """Create the database at the schema version before the newest."""
     if backend_name == "postgres":
-        from turnstore.postgres import driver as module
+        from turnstore.postgres import migrations as module
     else:
-        module = sqlite_backend  # type: ignore[assignment]
+        module = sqlite_migrations  # type: ignore[assignment]
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:-1])
         Store.open(target, **options).close()

@@ -624,11 +624,11 @@ def test_serve_says_when_the_schema_is_too_old(
 
     import turnstore.web
     from turnstore.cli import app
-    from turnstore.sqlite import driver as sqlite_backend
+    from turnstore.sqlite import migrations as sqlite_migrations
 
     db = tmp_path / "old.db"
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_backend, "MIGRATIONS", sqlite_backend.MIGRATIONS[:-1])
+        patch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:-1])
         Store.open(db).close()
     before = _files(db)["old.db"]
     served: list[object] = []

@@ -1,954 +1,54 @@
 """The PostgreSQL backend, on psycopg 3 (async) and a ``psycopg_pool`` connection pool.
 
 Threads and loops: by default the backend owns its pool, and runs it on an event loop in a
-thread of its own; ``run`` hands each operation to that loop and awaits the result. So a store
-opens and closes synchronously (``StructuredSession``'s constructor and ``close`` are sync, as
-in the SDK) and one store serves any thread and any event loop. A pool the caller passes
-(``pool=``) belongs to the caller's loop: operations then run on the caller's loop, and the
-pool is never closed by turnstore.
+thread of its own (loop.py); ``run`` hands each operation to that loop and awaits the result.
+So a store opens and closes synchronously (``StructuredSession``'s constructor and ``close``
+are sync, as in the SDK) and one store serves any thread and any event loop. A pool the caller
+passes (``pool=``) belongs to the caller's loop: operations then run on the caller's loop, and
+the pool is never closed by turnstore.
 
-Transactions: one per operation. A write first upserts the session row, which locks it
-(``INSERT … ON CONFLICT DO UPDATE`` locks the conflicting row even when its ``WHERE`` is
-false), so writes to one session serialise while writes to different sessions never wait for
-each other; everything after the lock reads the latest committed state (READ COMMITTED takes
-a snapshot per statement). Reads run in one REPEATABLE READ, READ ONLY snapshot. Each
-transaction runs in pipeline mode (statements whose results are not needed travel with the
-next one) and sets ``search_path`` for itself only, so connections carry no turnstore state.
-
-Retries: a serialisation failure, a deadlock or a dropped connection re-runs the whole
-operation from a fresh generator, a bounded number of times. A connection lost while COMMIT
-was in flight is the one ambiguous case: the write is run again, with its key (core/once.py),
-on a connection of its own rather than one from the pool (which may have no other to give):
-if the first commit happened, the key is found and the re-run only returns its result. When
-no connection can be made, ``OutcomeUnknownError`` says so. A write, once started, finishes
-before a cancellation reaches the caller (ops.finish_write).
-
-Scale-out: every table carries ``session_id``, every key starts with it, foreign keys include
-it, and every statement below filters by it, so the tables can be distributed by
-``session_id`` (Citus) with each session's rows on one node. See docs/scaling.md.
+Each operation runs in one transaction, re-run whole after a transient failure
+(transaction.py). A write, once started, finishes before a cancellation reaches the caller
+(ops.finish_write).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import hashlib
-import logging
-import random
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import psycopg
-import psycopg.errors
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..core.ops import Fetch, Op, Query, finish_write
-from ..core.queries import ORDERS
-from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
     ConfigurationError,
-    ConflictError,
     ConnectionFailedError,
-    InvalidOperationError,
-    OutcomeUnknownError,
     ReadOnlyError,
     SchemaError,
-    StorageError,
-    TurnstoreError,
 )
-from .url import DEFAULT_SCHEMA, check_schema, split_schema
+from . import migrations  # MIGRATIONS read at each open: a test may shorten the history there
+from .errors import connect_error, driver_error
+from .loop import LoopThread, stop_loop
+from .transaction import Retry, Transactions, configure
+from .url import DEFAULT_SCHEMA, check_schema, describe, parse_url, split_schema
 
-__all__ = ["MIGRATIONS", "SQL", "PostgresBackend", "now"]
-
-log = logging.getLogger("turnstore")
+__all__ = ["PostgresBackend", "now"]
 
 T = TypeVar("T")
-
-# The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1. Append
-# new steps; never edit a released one. Tables, columns and their meaning match SQLite's.
-#
-# Every primary key, unique key and foreign key starts with session_id, so that each table can
-# be distributed by it (Citus requires the distribution column in every unique constraint and
-# in foreign keys between distributed tables) and every per-session lookup is an index range.
-# items.data is TEXT holding the item's JSON verbatim: jsonb would reorder keys and drop
-# duplicates, and the SDK compares stored items byte for byte.
-MIGRATIONS: list[list[str]] = [
-    [
-        """CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            user_id TEXT,
-            title TEXT,
-            metadata JSONB NOT NULL DEFAULT '{}',
-            head_run_id BIGINT,
-            created_at TIMESTAMPTZ NOT NULL,
-            updated_at TIMESTAMPTZ NOT NULL
-        )""",
-        """CREATE TABLE runs (
-            id BIGINT GENERATED BY DEFAULT AS IDENTITY,
-            session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
-            parent_id BIGINT,
-            depth INTEGER NOT NULL,
-            user_message TEXT,
-            assistant_message TEXT,
-            agent_name TEXT,
-            model TEXT,
-            status TEXT,
-            requests INTEGER NOT NULL DEFAULT 0,
-            input_tokens BIGINT NOT NULL DEFAULT 0,
-            output_tokens BIGINT NOT NULL DEFAULT 0,
-            total_tokens BIGINT NOT NULL DEFAULT 0,
-            cached_tokens BIGINT NOT NULL DEFAULT 0,
-            reasoning_tokens BIGINT NOT NULL DEFAULT 0,
-            item_count INTEGER NOT NULL DEFAULT 0,
-            created_at TIMESTAMPTZ NOT NULL,
-            updated_at TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (session_id, id),
-            FOREIGN KEY (session_id, parent_id) REFERENCES runs (session_id, id)
-                ON DELETE CASCADE
-        )""",
-        # Serves children, leaves and the cascade from a run to its children.
-        "CREATE INDEX runs_session_parent ON runs (session_id, parent_id, id)",
-        """CREATE TABLE items (
-            id BIGINT GENERATED BY DEFAULT AS IDENTITY,
-            session_id TEXT NOT NULL,
-            run_id BIGINT NOT NULL,
-            position INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            role TEXT,
-            call_id TEXT,
-            name TEXT,
-            text TEXT,
-            data TEXT NOT NULL,
-            created_at TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (session_id, id),
-            UNIQUE (session_id, run_id, position),
-            FOREIGN KEY (session_id, run_id) REFERENCES runs (session_id, id) ON DELETE CASCADE
-        )""",
-        # call_item_id / output_item_id name items rows; no foreign key, because every
-        # deleted item would then search tool_calls for them.
-        """CREATE TABLE tool_calls (
-            id BIGINT GENERATED BY DEFAULT AS IDENTITY,
-            session_id TEXT NOT NULL,
-            run_id BIGINT NOT NULL,
-            call_id TEXT,
-            tool_name TEXT,
-            kind TEXT,
-            arguments TEXT,
-            output TEXT,
-            status TEXT,
-            error TEXT,
-            call_item_id BIGINT,
-            output_item_id BIGINT,
-            created_at TIMESTAMPTZ NOT NULL,
-            completed_at TIMESTAMPTZ,
-            duration_ms DOUBLE PRECISION,
-            PRIMARY KEY (session_id, id),
-            FOREIGN KEY (session_id, run_id) REFERENCES runs (session_id, id) ON DELETE CASCADE
-        )""",
-        "CREATE INDEX tool_calls_run ON tool_calls (session_id, run_id)",
-        "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, call_id)",
-        # Lookups by id alone, whatever the session (Store.run, Store.tool_call).
-        "CREATE INDEX runs_id ON runs (id)",
-        "CREATE INDEX tool_calls_id ON tool_calls (id)",
-    ],
-    # 2: query and analytics (as sqlite.py's step 2). Full-text search is a stored tsvector
-    # of the first 100,000 characters of items.text under a GIN index: to_tsvector fails on
-    # documents whose vector passes 1 MB, and a write must never fail on a long tool output.
-    [
-        "CREATE INDEX sessions_created ON sessions (created_at, session_id)",
-        "CREATE INDEX sessions_updated ON sessions (updated_at, session_id)",
-        "CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)",
-        "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
-        "CREATE INDEX sessions_metadata ON sessions USING gin (metadata jsonb_path_ops)",
-        "ALTER TABLE tool_calls ADD COLUMN started_at TIMESTAMPTZ",
-        "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
-        """UPDATE tool_calls SET status = 'failed', error = output
-        WHERE error IS NULL AND status = 'completed'
-          AND (output = 'An error occurred while running the tool. Please try again.'
-               OR output ~ '^Tool ''.*'' timed out after [0-9.e+-]+ seconds\\.$')""",
-        """CREATE TABLE model_responses (
-            id BIGINT GENERATED BY DEFAULT AS IDENTITY,
-            session_id TEXT NOT NULL,
-            run_id BIGINT NOT NULL,
-            agent_name TEXT,
-            model TEXT,
-            response_id TEXT,
-            request_id TEXT,
-            requests INTEGER NOT NULL DEFAULT 0,
-            input_tokens BIGINT NOT NULL DEFAULT 0,
-            output_tokens BIGINT NOT NULL DEFAULT 0,
-            total_tokens BIGINT NOT NULL DEFAULT 0,
-            cached_tokens BIGINT NOT NULL DEFAULT 0,
-            reasoning_tokens BIGINT NOT NULL DEFAULT 0,
-            started_at TIMESTAMPTZ,
-            completed_at TIMESTAMPTZ NOT NULL,
-            latency_ms DOUBLE PRECISION,
-            PRIMARY KEY (session_id, id),
-            FOREIGN KEY (session_id, run_id) REFERENCES runs (session_id, id) ON DELETE CASCADE
-        )""",
-        "CREATE INDEX model_responses_run ON model_responses (session_id, run_id)",
-        """ALTER TABLE items ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
-            to_tsvector('english'::regconfig, left(coalesce(text, ''), 100000))) STORED""",
-        # New entries wait in the GIN index's pending list, which every search reads through:
-        # a small list keeps searches fast between merges (the default lets it reach 4 MB).
-        """CREATE INDEX items_search ON items USING gin (search_vector)
-        WITH (gin_pending_list_limit = 256)""",
-        # Newest matches first (search order="recent") walk this backwards for common words.
-        "CREATE INDEX items_id ON items (id)",
-        """CREATE VIEW run_overview AS
-        SELECT r.session_id, s.user_id, r.id AS run_id, r.parent_id, r.depth,
-            r.user_message, r.assistant_message,
-            (SELECT string_agg(x.tool_name, ', ' ORDER BY x.first_id) FROM (
-                SELECT t.tool_name, min(t.id) AS first_id FROM tool_calls t
-                WHERE t.session_id = r.session_id AND t.run_id = r.id
-                GROUP BY t.tool_name) x) AS tools,
-            (SELECT count(*) FROM tool_calls t
-             WHERE t.session_id = r.session_id AND t.run_id = r.id) AS tool_calls,
-            (SELECT count(*) FROM tool_calls t
-             WHERE t.session_id = r.session_id AND t.run_id = r.id
-               AND (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL))
-                AS failed_tool_calls,
-            r.agent_name, r.model, r.requests, r.input_tokens, r.output_tokens,
-            r.total_tokens, r.cached_tokens, r.reasoning_tokens, r.item_count,
-            r.id = s.head_run_id AS is_head, r.created_at, r.updated_at
-        FROM runs r JOIN sessions s ON s.session_id = r.session_id""",
-        """CREATE VIEW tool_call_overview AS
-        SELECT t.session_id, s.user_id, t.run_id, t.id AS tool_call_id, t.call_id,
-            t.tool_name, t.kind, r.user_message, t.arguments, t.output, t.status, t.error,
-            (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL) AS failed,
-            t.duration_ms, t.created_at, t.started_at, t.completed_at
-        FROM tool_calls t
-        JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id
-        JOIN sessions s ON s.session_id = t.session_id""",
-    ],
-    # 3: the per-user catalogue indexes leave out sessions without a user, so that a write
-    # to such a session (the SDK's default) maintains one index on updated_at, not two.
-    [
-        "DROP INDEX sessions_user_created",
-        """CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)
-        WHERE user_id IS NOT NULL""",
-        "DROP INDEX sessions_user_updated",
-        """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
-        WHERE user_id IS NOT NULL""",
-    ],
-    # 4: compaction keeps the transcript (as sqlite.py's step 5).
-    [
-        """ALTER TABLE runs ADD COLUMN kind TEXT, ADD COLUMN prior_run_id BIGINT,
-            ADD COLUMN compacted_by BIGINT""",
-    ],
-    # 5: a B-tree entry must fit in a third of a page (~2.7 kB), and a tool name or call_id
-    # comes from an item, of any length: such a value failed the whole batch. They are
-    # indexed by a prefix (_CALL_ID_IS, _TOOL_NAME_IS), which the lookups name along with
-    # the full value. session_id and user_id are limited instead (validate.MAX_KEY_BYTES).
-    [
-        "DROP INDEX tool_calls_session_call",
-        "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, left(call_id, 256))",
-        "DROP INDEX tool_calls_tool",
-        "CREATE INDEX tool_calls_tool ON tool_calls (left(tool_name, 256), id)",
-    ],
-    # 6: the keys of committed writes (core/once.py), so that a write runs exactly once,
-    # even when the connection is lost while COMMIT is in flight.
-    [
-        """CREATE TABLE operations (
-            session_id TEXT NOT NULL,
-            op_id TEXT NOT NULL,
-            result TEXT,
-            PRIMARY KEY (session_id, op_id)
-        )""",
-    ],
-    # 7: search with a text search configuration of our own, turnstore_english: english
-    # stemming without english's stop words, which made "it's", "the" or "to be" match
-    # nothing (FTS5 on SQLite drops no word). Re-adding the generated column re-indexes every
-    # item (a rewrite of the items table).
-    [
-        """CREATE TEXT SEARCH DICTIONARY turnstore_english_stem (
-            TEMPLATE = snowball, Language = english)""",
-        "CREATE TEXT SEARCH CONFIGURATION turnstore_english (COPY = english)",
-        """ALTER TEXT SEARCH CONFIGURATION turnstore_english
-            ALTER MAPPING REPLACE english_stem WITH turnstore_english_stem""",
-        "ALTER TABLE items DROP COLUMN search_vector",
-        """ALTER TABLE items ADD COLUMN search_vector tsvector GENERATED ALWAYS AS (
-            to_tsvector('turnstore_english'::regconfig, left(coalesce(text, ''), 100000)))
-            STORED""",
-        """CREATE INDEX items_search ON items USING gin (search_vector)
-        WITH (gin_pending_list_limit = 256)""",
-    ],
-]
-
-# The text search configuration of items.search_vector, made by migration 7: searches use it too.
-TS_CONFIG = "turnstore_english"
-
-# Lookups by call_id and tool name, through the prefix indexes of migration 5.
-_CALL_ID_IS = "left(call_id, 256) = left(%(call_id)s, 256) AND call_id = %(call_id)s"
-_TOOL_NAME_IS = "left(tool_name, 256) = left(%(tool_name)s, 256) AND tool_name = %(tool_name)s"
-
-# The active path, walked from the head up through parent_id (see sqlite.py for why): each
-# step is one primary-key lookup, and every step names the session so that it stays on the
-# session's shard.
-#
-# Walks and per-run lookups are written as LATERAL subqueries with LIMIT / OFFSET 0, which
-# the planner cannot flatten into a join: as plain joins, a planner that thinks a session has
-# few rows (fresh statistics, or a generic plan) hashes all of the session's runs or items at
-# every step, and a walk of n runs costs O(n^2) instead of n index lookups.
-_PATH_UP = """
-WITH RECURSIVE path (id, parent_id, depth, seen) AS (
-    SELECT r.id, {up}, r.depth, r.item_count
-    FROM sessions s JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
-    WHERE s.session_id = %(sid)s
-    UNION ALL
-    SELECT r.id, r.up, r.depth, path.seen + r.item_count
-    FROM path CROSS JOIN LATERAL (
-        SELECT id, {up} AS up, depth, item_count FROM runs
-        WHERE session_id = %(sid)s AND id = path.parent_id LIMIT 1
-    ) r
-    {stop}
-)"""
-# The step up: the tree's, or the model's view (see sqlite.py).
-_TREE = "parent_id"
-_VIEW = "CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END"
-
-# The items of each run of ``path``, through the (session_id, run_id, position) key.
-_PATH_ITEMS = """
-    FROM path CROSS JOIN LATERAL (
-        SELECT id, data, position FROM items
-        WHERE session_id = %(sid)s AND run_id = path.id
-        ORDER BY position {order} {limit}
-    ) i"""
-
-# Query name -> statement, in psycopg's ``%(name)s`` style (a literal % is written %%). The
-# names are those of sqlite.SQL; the operations (append, reads, history, schema, queries) say
-# what each must return.
-SQL: dict[str, str | None] = {
-    "create_version_table": """CREATE TABLE IF NOT EXISTS turnstore_schema (
-        version INTEGER PRIMARY KEY,
-        applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-    )""",
-    "version_table_exists": "SELECT to_regclass('turnstore_schema') IS NOT NULL",
-    "schema_version": "SELECT max(version) FROM turnstore_schema",
-    "record_version": "INSERT INTO turnstore_schema (version) VALUES (%(version)s)",
-    # ON CONFLICT DO UPDATE locks the session row even when the WHERE is false: this is the
-    # lock that serialises writers of one session (lock_head then re-reads under it).
-    "ensure_session": """
-        INSERT INTO sessions (session_id, title, created_at, updated_at)
-        VALUES (%(sid)s, %(title)s, %(now)s, %(now)s)
-        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
-            title = coalesce(sessions.title, excluded.title)""",
-    "lock_head": f"""
-        SELECT s.head_run_id, r.depth, r.item_count, {_VIEW},
-            EXISTS (SELECT 1 FROM runs c
-                    WHERE c.session_id = s.session_id AND c.parent_id = r.id)
-        FROM sessions s
-        LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
-        WHERE s.session_id = %(sid)s
-        FOR UPDATE OF s""",
-    # Locked by ensure_session, read by lock_head: see core.lock.lock_session.
-    "upsert_head": None,
-    # The SDK's SQLiteSession tables are adopted from SQLite files only (turnstore/_adopt.py).
-    "sdk_messages_table": None,
-    "sdk_adopted_ids": None,
-    "sdk_unadopted": None,
-    "claim_sdk_adoption": None,
-    "set_head": """
-        UPDATE sessions SET head_run_id = %(head)s, updated_at = %(now)s
-        WHERE session_id = %(sid)s""",
-    # Write keys (core/once.py). A claim of a key that a transaction still in flight holds
-    # waits for it, then returns a row only if that transaction rolled back.
-    "forget_operations": """
-        DELETE FROM operations WHERE session_id = %(sid)s AND op_id < %(before)s""",
-    "forget_other_operations": """
-        DELETE FROM operations WHERE session_id = %(sid)s AND op_id <> %(key)s""",
-    "claim_operation": """
-        INSERT INTO operations (session_id, op_id) VALUES (%(sid)s, %(key)s)
-        ON CONFLICT DO NOTHING RETURNING 1""",
-    "operation_result": """
-        SELECT result FROM operations WHERE session_id = %(sid)s AND op_id = %(key)s""",
-    "keep_operation_result": """
-        UPDATE operations SET result = %(result)s WHERE session_id = %(sid)s AND op_id = %(key)s""",
-    "insert_run": """
-        INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
-                          item_count, created_at, updated_at)
-        VALUES (%(sid)s, %(parent_id)s, %(depth)s, %(user_message)s, %(assistant_message)s,
-                %(item_count)s, %(now)s, %(now)s)
-        RETURNING id""",
-    "update_run_append": """
-        UPDATE runs SET item_count = %(item_count)s, updated_at = %(now)s,
-            assistant_message = CASE WHEN %(assistant_changed)s THEN %(assistant_message)s
-                                     ELSE assistant_message END
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    # A Runner call's usage since its last write: each call's tokens add up on its run.
-    "add_run_usage": """
-        -- A sum stops at its column's largest value: a usage figure never fails a turn.
-        UPDATE runs SET
-            requests = LEAST(requests, %(max_requests)s - %(requests)s)
-                + %(requests)s,
-            input_tokens = LEAST(input_tokens, %(max)s - %(input_tokens)s)
-                + %(input_tokens)s,
-            output_tokens = LEAST(output_tokens, %(max)s - %(output_tokens)s)
-                + %(output_tokens)s,
-            total_tokens = LEAST(total_tokens, %(max)s - %(total_tokens)s)
-                + %(total_tokens)s,
-            cached_tokens = LEAST(cached_tokens, %(max)s - %(cached_tokens)s)
-                + %(cached_tokens)s,
-            reasoning_tokens = LEAST(reasoning_tokens, %(max)s - %(reasoning_tokens)s)
-                + %(reasoning_tokens)s,
-            updated_at = %(now)s
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "set_run_answer": """
-        UPDATE runs SET assistant_message = %(assistant_message)s, updated_at = %(now)s
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "set_run_usage": """
-        UPDATE runs SET requests = %(requests)s, input_tokens = %(input_tokens)s,
-            output_tokens = %(output_tokens)s, total_tokens = %(total_tokens)s,
-            cached_tokens = %(cached_tokens)s, reasoning_tokens = %(reasoning_tokens)s,
-            updated_at = %(now)s
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "insert_item": """
-        INSERT INTO items (session_id, run_id, position, type, role, call_id, name, text, data,
-                           created_at)
-        VALUES (%(sid)s, %(run_id)s, %(position)s, %(type)s, %(role)s, %(call_id)s, %(name)s,
-                %(text)s, %(data)s, %(now)s)
-        RETURNING id""",
-    "insert_tool_call": """
-        INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
-                                status, error, call_item_id, output_item_id, created_at,
-                                completed_at)
-        VALUES (%(sid)s, %(run_id)s, %(call_id)s, %(tool_name)s, %(kind)s, %(arguments)s,
-                %(output)s, %(status)s, %(error)s, %(call_item_id)s, %(output_item_id)s,
-                %(now)s, %(completed_at)s)""",
-    "open_tool_calls": """
-        SELECT call_id, max(id) FROM tool_calls
-        WHERE session_id = %(sid)s AND output_item_id IS NULL
-          AND left(call_id, 256) = ANY (ARRAY(
-              SELECT left(c, 256) FROM jsonb_array_elements_text(%(call_ids)s::jsonb) c))
-          AND call_id = ANY (ARRAY(SELECT jsonb_array_elements_text(%(call_ids)s::jsonb)))
-        GROUP BY call_id""",
-    "complete_tool_call": """
-        UPDATE tool_calls SET output = %(output)s, status = %(status)s, error = %(error)s,
-            output_item_id = %(output_item_id)s, completed_at = %(now)s
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "path_items": _PATH_UP.format(up=_VIEW, stop="")
-    + "SELECT i.id, i.data"
-    + _PATH_ITEMS.format(order="", limit="OFFSET 0")
-    + " ORDER BY path.depth, i.position",
-    "path_items_tail": _PATH_UP.format(up=_VIEW, stop="WHERE path.seen < %(limit)s")
-    + "SELECT i.id, i.data"
-    + _PATH_ITEMS.format(order="DESC", limit="LIMIT %(limit)s")
-    + " ORDER BY path.depth DESC, i.position DESC LIMIT %(limit)s",
-    "path_runs": _PATH_UP.format(up=_TREE, stop="")
-    + f"""
-        SELECT r.* FROM path CROSS JOIN LATERAL (
-            SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s AND id = path.id LIMIT 1
-        ) r
-        ORDER BY r.depth""",
-    "session_run": f"""
-        SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s AND id = %(id)s""",
-    # By id alone, whatever the session (deep links): served by runs_id; on Citus it asks
-    # every shard.
-    "run": f"SELECT {RUN_COLUMNS} FROM runs WHERE id = %(id)s",
-    # Two arms instead of IS NOT DISTINCT FROM, which no index serves.
-    "children": f"""
-        SELECT {RUN_COLUMNS} FROM runs
-        WHERE session_id = %(sid)s AND parent_id = %(parent_id)s
-        UNION ALL
-        SELECT {RUN_COLUMNS} FROM runs
-        WHERE session_id = %(sid)s AND parent_id IS NULL AND %(parent_id)s::bigint IS NULL
-        ORDER BY id""",
-    "leaves": """
-        SELECT r.id, r.depth, r.user_message, r.created_at FROM runs r
-        WHERE r.session_id = %(sid)s
-          AND NOT EXISTS (SELECT 1 FROM runs c
-                          WHERE c.session_id = %(sid)s AND c.parent_id = r.id)
-        ORDER BY r.id""",
-    "head_leaves": """
-        WITH RECURSIVE below (id) AS (
-            SELECT head_run_id FROM sessions WHERE session_id = %(sid)s
-            UNION ALL
-            SELECT r.id FROM below CROSS JOIN LATERAL (
-                SELECT id FROM runs WHERE session_id = %(sid)s AND parent_id = below.id OFFSET 0
-            ) r
-        )
-        SELECT b.id FROM below b
-        WHERE NOT EXISTS (SELECT 1 FROM runs c
-                          WHERE c.session_id = %(sid)s AND c.parent_id = b.id)""",
-    "session": """
-        SELECT session_id, user_id, title, metadata, head_run_id, created_at, updated_at
-        FROM sessions WHERE session_id = %(sid)s""",
-    "delete_session": "DELETE FROM sessions WHERE session_id = %(sid)s",
-    "last_item": """
-        SELECT id, position, call_id, data FROM items
-        WHERE session_id = %(sid)s AND run_id = %(run_id)s ORDER BY position DESC LIMIT 1""",
-    "first_item": """
-        SELECT id, data FROM items
-        WHERE session_id = %(sid)s AND run_id = %(run_id)s AND position = 0""",
-    "first_child": """
-        SELECT id FROM runs WHERE session_id = %(sid)s AND parent_id = %(id)s LIMIT 1""",
-    "run_items_before": """
-        SELECT id, data FROM items
-        WHERE session_id = %(sid)s AND run_id = %(run_id)s AND position < %(position)s
-        ORDER BY position""",
-    "drop_call_of_item": f"""
-        DELETE FROM tool_calls
-        WHERE session_id = %(sid)s AND {_CALL_ID_IS}
-          AND (call_item_id = %(item)s
-               OR (call_item_id IS NULL AND output_item_id = %(item)s))""",
-    "reopen_call_of_output": f"""
-        UPDATE tool_calls SET output = NULL, output_item_id = NULL, error = NULL,
-            status = 'pending', completed_at = NULL, duration_ms = NULL, started_at = NULL
-        WHERE session_id = %(sid)s AND {_CALL_ID_IS} AND output_item_id = %(item)s""",
-    "delete_item": "DELETE FROM items WHERE session_id = %(sid)s AND id = %(id)s",
-    "delete_run": "DELETE FROM runs WHERE session_id = %(sid)s AND id = %(id)s",
-    "shrink_run": """
-        UPDATE runs SET item_count = %(item_count)s, updated_at = %(now)s,
-            assistant_message = (
-                SELECT text FROM items
-                WHERE session_id = %(sid)s AND run_id = %(id)s
-                  AND type = 'message' AND role = 'assistant'
-                ORDER BY position DESC LIMIT 1)
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "ancestors_child_counts": """
-        WITH RECURSIVE up (id, parent_id, level) AS (
-            SELECT p.id, p.parent_id, 1 FROM runs r
-            JOIN runs p ON p.session_id = r.session_id AND p.id = r.parent_id
-            WHERE r.session_id = %(sid)s AND r.id = %(id)s
-            UNION ALL
-            SELECT p.id, p.parent_id, up.level + 1 FROM up CROSS JOIN LATERAL (
-                SELECT id, parent_id FROM runs
-                WHERE session_id = %(sid)s AND id = up.parent_id LIMIT 1
-            ) p
-        )
-        SELECT up.id, up.parent_id,
-               (SELECT count(*) FROM runs c WHERE c.session_id = %(sid)s AND c.parent_id = up.id)
-        FROM up ORDER BY up.level""",
-    "is_ancestor": _PATH_UP.format(up=_TREE, stop="")
-    + """
-        SELECT 1 FROM path WHERE id = %(id)s""",
-    # The search index needs no batching here: search_vector is a generated column, kept by
-    # every INSERT, and GIN's pending list already batches its updates.
-    "index_pending": None,
-    "index_backlog": None,
-    "mark_indexed": None,
-    "create_backlog_copy": None,
-    "clear_backlog_copy": None,
-    "copy_backlog": None,
-    "search_backlog": None,
-    "search_recent_backlog": None,
-    "session_runs": f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = %(sid)s ORDER BY id",
-    "session_items": """
-        SELECT run_id, id, data FROM items WHERE session_id = %(sid)s
-        ORDER BY run_id, position""",
-    # The web viewer (see sqlite.py): the branch below a run, a window of a branch with each
-    # run's place among its siblings, and the tool calls of a window's runs.
-    "descend": """
-        WITH RECURSIVE below (id) AS (
-            SELECT id FROM runs WHERE session_id = %(sid)s AND id = %(id)s
-            UNION ALL
-            SELECT r.id FROM below CROSS JOIN LATERAL (
-                SELECT id FROM runs WHERE session_id = %(sid)s AND parent_id = below.id OFFSET 0
-            ) r
-        )
-        SELECT id, depth FROM runs WHERE session_id = %(sid)s AND id = coalesce(
-            (SELECT b.id FROM below b JOIN sessions s ON s.head_run_id = b.id
-             WHERE s.session_id = %(sid)s),
-            (SELECT max(id) FROM below))""",
-    "path_window": """
-        WITH RECURSIVE path (id, parent_id, depth) AS (
-            SELECT id, parent_id, depth FROM runs WHERE session_id = %(sid)s AND id = %(leaf)s
-            UNION ALL
-            SELECT r.id, r.parent_id, r.depth FROM path CROSS JOIN LATERAL (
-                SELECT id, parent_id, depth FROM runs
-                WHERE session_id = %(sid)s AND id = path.parent_id LIMIT 1
-            ) r
-            WHERE path.depth > %(lo)s
-        )
-        SELECT """
-    + ", ".join(f"r.{column.strip()}" for column in RUN_COLUMNS.split(","))
-    + """, f.count, f.index, f.previous_id, f.next_id
-        FROM path JOIN runs r ON r.session_id = %(sid)s AND r.id = path.id
-        CROSS JOIN LATERAL (
-            SELECT count(*) AS count,
-                   count(*) FILTER (WHERE s.id <= r.id) AS index,
-                   max(s.id) FILTER (WHERE s.id < r.id) AS previous_id,
-                   min(s.id) FILTER (WHERE s.id > r.id) AS next_id
-            FROM runs s
-            WHERE s.session_id = %(sid)s
-              AND (s.parent_id = r.parent_id OR (s.parent_id IS NULL AND r.parent_id IS NULL))
-        ) f
-        WHERE path.depth BETWEEN %(lo)s AND %(hi)s
-        ORDER BY path.depth""",
-    "tool_calls_of_runs": f"""
-        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
-        WHERE session_id = %(sid)s
-          AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)::bigint)
-        ORDER BY run_id, id""",
-    # By id alone (deep links), served by tool_calls_id.
-    "tool_call": f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = %(id)s",
-    # Compaction (see sqlite.py).
-    "item_place": """
-        SELECT run_id, position FROM items WHERE session_id = %(sid)s AND id = %(id)s""",
-    "insert_compaction_run": """
-        INSERT INTO runs (session_id, parent_id, depth, item_count, kind, prior_run_id,
-                          created_at, updated_at)
-        VALUES (%(sid)s, %(parent_id)s, %(depth)s, %(item_count)s, 'compaction',
-                %(prior_run_id)s, %(now)s, %(now)s)
-        RETURNING id""",
-    "mark_compacted": _PATH_UP.format(up=_VIEW, stop="WHERE r.depth >= %(depth)s")
-    + """
-        UPDATE runs SET status = 'compacted', compacted_by = %(by)s
-        WHERE session_id = %(sid)s AND id IN (SELECT id FROM path)""",
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Query and analytics (core/queries.py; the names and results of sqlite.QUERY_SQL). Every
-# optional parameter is cast, so that Postgres knows its type when it is NULL.
-
-_SESSIONS = f"""
-    SELECT {SESSION_COLUMNS} FROM sessions
-    WHERE {{user}} ({{order}}, session_id) < (
-        coalesce(%(cursor_time)s::timestamptz, 'infinity'), coalesce(%(cursor_sid)s::text, ''))
-      AND (%(created_after)s::timestamptz IS NULL OR created_at > %(created_after)s)
-      AND (%(created_before)s::timestamptz IS NULL OR created_at < %(created_before)s)
-      AND (%(updated_after)s::timestamptz IS NULL OR updated_at > %(updated_after)s)
-      AND (%(updated_before)s::timestamptz IS NULL OR updated_at < %(updated_before)s)
-      AND (%(meta)s::jsonb IS NULL OR metadata @> %(meta)s::jsonb)
-    ORDER BY {{order}} DESC, session_id DESC LIMIT %(limit)s"""
-
-_CALL_DRIVERS = {
-    # By run alone: the run's session first (runs_id), so the rest is one session's range.
-    "run": """session_id = (SELECT session_id FROM runs WHERE id = %(run_id)s)
-        AND run_id = %(run_id)s""",
-    "session": "session_id = %(sid)s",
-    "tool": _TOOL_NAME_IS,
-    "all": "TRUE",
-}
-_CALL_FILTERS = """
-      AND (%(sid)s::text IS NULL OR session_id = %(sid)s)
-      AND (%(run_id)s::bigint IS NULL OR run_id = %(run_id)s)
-      AND (%(tool_name)s::text IS NULL OR tool_name = %(tool_name)s)
-      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
-      AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s)"""
-_FAILED = "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
-
-_USAGE_FILTERS = """
-      (%(sid)s::text IS NULL OR r.session_id = %(sid)s)
-      AND (%(user_id)s::text IS NULL OR s.user_id = %(user_id)s)
-      AND (%(since)s::timestamptz IS NULL OR r.created_at >= %(since)s)
-      AND (%(until)s::timestamptz IS NULL OR r.created_at < %(until)s)"""
-_TOKENS = "requests, input_tokens, output_tokens, total_tokens, cached_tokens, reasoning_tokens"
-_SUMS = ", ".join(f"sum({column})" for column in _TOKENS.split(", "))
-_RUN_SUMS = ", ".join(f"sum(r.{column})" for column in _TOKENS.split(", "))
-_USAGE_KEYS = {
-    "session": "r.session_id",
-    "user": "s.user_id",
-    "day": "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-}
-_RESPONSE_KEYS = {"model": "model", "agent": "agent_name"}
-# ts_headline's options are constants: the marks are queries.SNIPPET_MARKS.
-_HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=8, MaxFragments=1"
-
-QUERY_SQL: dict[str, str | None] = {
-    **{
-        f"sessions_by_{order}" + ("_user" if user else ""): _SESSIONS.format(
-            order=order, user="user_id = %(user_id)s AND" if user else ""
-        )
-        for order in ORDERS
-        for user in (False, True)
-    },
-    "update_session_info": """
-        UPDATE sessions SET user_id = coalesce(%(user_id)s::text, user_id),
-            title = coalesce(%(title)s::text, title),
-            metadata = coalesce(%(metadata)s::jsonb, metadata),
-            updated_at = %(now)s
-        WHERE session_id = %(sid)s""",
-    "delete_session_returning": """
-        DELETE FROM sessions WHERE session_id = %(sid)s RETURNING session_id""",
-    **{
-        f"{prefix}tool_calls_by_{driver}": f"""
-        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
-        WHERE {condition} {_CALL_FILTERS} {extra}
-          AND (%(status)s::text IS NULL OR status = %(status)s
-               OR (%(status)s = 'failed' AND {_FAILED}))
-        ORDER BY {order} LIMIT %(limit)s"""
-        for driver, condition in _CALL_DRIVERS.items()
-        for prefix, extra, order in (
-            ("", "", "id DESC"),
-            ("slowest_", "AND duration_ms IS NOT NULL", "duration_ms DESC, id DESC"),
-        )
-    },
-    **{
-        f"tool_stats_by_{driver}": f"""
-        WITH c AS (
-            SELECT tool_name, duration_ms, CASE WHEN {_FAILED} THEN 1 ELSE 0 END AS failed
-            FROM tool_calls WHERE {condition} {_CALL_FILTERS}
-        ), d AS (
-            SELECT tool_name, duration_ms,
-                row_number() OVER (PARTITION BY tool_name ORDER BY duration_ms) AS n,
-                count(*) OVER (PARTITION BY tool_name) AS total
-            FROM c WHERE duration_ms IS NOT NULL
-        ), p AS (
-            SELECT tool_name,
-                max(CASE WHEN n = (50 * total + 99) / 100 THEN duration_ms END) AS p50,
-                max(CASE WHEN n = (95 * total + 99) / 100 THEN duration_ms END) AS p95
-            FROM d GROUP BY tool_name
-        )
-        SELECT c.tool_name, count(*), sum(c.failed), count(c.duration_ms), avg(c.duration_ms),
-            p.p50, p.p95, max(c.duration_ms)
-        FROM c LEFT JOIN p ON p.tool_name IS NOT DISTINCT FROM c.tool_name
-        GROUP BY c.tool_name, p.p50, p.p95
-        ORDER BY count(*) DESC, c.tool_name"""
-        for driver, condition in _CALL_DRIVERS.items()
-    },
-    "items_of_runs": """
-        SELECT run_id, id, data FROM items
-        WHERE session_id = %(sid)s
-          AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)::bigint)
-        ORDER BY run_id, position""",
-    "insert_model_response": f"""
-        INSERT INTO model_responses (session_id, run_id, agent_name, model, response_id,
-            request_id, {_TOKENS}, started_at, completed_at, latency_ms)
-        VALUES (%(sid)s, %(run_id)s, %(agent_name)s, %(model)s, %(response_id)s,
-            %(request_id)s, %(requests)s, %(input_tokens)s, %(output_tokens)s,
-            %(total_tokens)s, %(cached_tokens)s, %(reasoning_tokens)s, %(started_at)s,
-            %(completed_at)s, %(latency_ms)s)""",
-    "set_run_agent": """
-        UPDATE runs SET agent_name = %(agent_name)s, model = %(model)s
-        WHERE session_id = %(sid)s AND id = %(id)s""",
-    "set_tool_timing": f"""
-        UPDATE tool_calls SET started_at = %(started_at)s, completed_at = %(completed_at)s,
-            duration_ms = %(duration_ms)s
-        WHERE session_id = %(sid)s AND id = (
-            SELECT max(id) FROM tool_calls WHERE session_id = %(sid)s AND {_CALL_ID_IS})""",
-    **{
-        f"model_responses_by_{driver}": f"""
-        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {_TOKENS},
-            started_at, completed_at, latency_ms
-        FROM model_responses WHERE {condition} ORDER BY id DESC LIMIT %(limit)s"""
-        for driver, condition in (
-            ("run", _CALL_DRIVERS["run"]),
-            ("session", "session_id = %(sid)s"),
-            ("all", "TRUE"),
-        )
-    },
-    **{
-        f"usage_by_{group}": f"""
-        SELECT {key}, count(*), {_RUN_SUMS}
-        FROM runs r JOIN sessions s ON s.session_id = r.session_id
-        WHERE {_USAGE_FILTERS}
-        GROUP BY 1"""
-        for group, key in _USAGE_KEYS.items()
-    },
-    **{
-        f"usage_by_{group}": f"""
-        SELECT k, count(DISTINCT run_id), {_SUMS} FROM (
-            SELECT m.{column} AS k, m.run_id, {", ".join(f"m.{c}" for c in _TOKENS.split(", "))}
-            FROM model_responses m
-            JOIN runs r ON r.session_id = m.session_id AND r.id = m.run_id
-            JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-            UNION ALL
-            SELECT r.{column}, r.id, {", ".join(f"r.{c}" for c in _TOKENS.split(", "))}
-            FROM runs r JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-              AND NOT EXISTS (SELECT 1 FROM model_responses m
-                              WHERE m.session_id = r.session_id AND m.run_id = r.id)
-        ) u
-        GROUP BY k"""
-        for group, column in _RESPONSE_KEYS.items()
-    },
-    # Rank and limit first, then headline only the rows returned (ts_headline re-parses the
-    # text). to_tsquery gets the query as rendered by queries.SearchQuery: quoted lexemes
-    # only, so user text is never tsquery syntax.
-    **{
-        name: f"""
-        SELECT h.id, h.session_id, h.run_id, h.type, h.role, h.created_at,
-            ts_headline('{TS_CONFIG}', left(h.text, 100000), to_tsquery('{TS_CONFIG}', %(tsq)s),
-                        '{_HEADLINE}'),
-            h.rank
-        FROM (
-            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at, i.text,
-                {rank} AS rank
-            FROM items i, to_tsquery('{TS_CONFIG}', %(tsq)s) q
-            WHERE i.search_vector @@ q
-              AND (%(sid)s::text IS NULL OR i.session_id = %(sid)s)
-              AND (%(roles)s::jsonb IS NULL
-                   OR i.role IN (SELECT jsonb_array_elements_text(%(roles)s::jsonb)))
-              AND (%(types)s::jsonb IS NULL
-                   OR i.type IN (SELECT jsonb_array_elements_text(%(types)s::jsonb)))
-              AND i.id NOT IN (SELECT jsonb_array_elements_text(%(exclude)s::jsonb)::bigint)
-            ORDER BY {order}
-            LIMIT %(limit)s
-        ) h
-        ORDER BY {order.replace("i.id", "h.id").replace("rank", "h.rank")}"""
-        for name, rank, order in (
-            ("search", "ts_rank_cd(i.search_vector, q)", "rank DESC, i.id"),
-            ("search_recent", "0.0::float8", "i.id DESC"),
-        )
-    },
-}
-SQL.update(QUERY_SQL)
 
 
 def now() -> datetime:
     """The current time as this backend binds it: an aware UTC datetime (TIMESTAMPTZ)."""
     return datetime.now(timezone.utc)
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors: psycopg's exceptions become turnstore's here, and nowhere else.
-
-# Worth re-running the whole operation: the server rolled the transaction back.
-_TRANSIENT = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
-
-
-def _describe(conninfo: Mapping[str, Any]) -> str:
-    """user@host:port/dbname for messages; never the password."""
-    user = conninfo.get("user")
-    host = conninfo.get("host") or conninfo.get("hostaddr") or "the default socket"
-    port = conninfo.get("port")
-    dbname = conninfo.get("dbname")
-    where = f"{user}@{host}" if user else str(host)
-    if port:
-        where += f":{port}"
-    return f"PostgreSQL at {where}/{dbname}" if dbname else f"PostgreSQL at {where}"
-
-
-def _parse_url(url: str) -> dict[str, Any]:
-    """The URL's connection parameters, or a ConfigurationError naming what is wrong."""
-    if not isinstance(url, str):
-        raise ConfigurationError(f"a PostgreSQL URL is a str, not {type(url).__name__}")
-    try:
-        params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        reason = str(exc).strip().replace(url, "<url>")
-        raise ConfigurationError(f"malformed PostgreSQL URL: {reason}") from None
-    port = str(params.get("port") or "")
-    if port and not all(part.strip().isdigit() for part in port.split(",")):
-        raise ConfigurationError(f"malformed PostgreSQL URL: the port {port!r} is not a number")
-    return params
-
-
-def _connect_error(exc: psycopg.Error, where: str) -> TurnstoreError:
-    """A clear error for a failed connection attempt, naming the problem."""
-    message = str(exc).strip()
-    detail = message.rsplit("FATAL:", 1)[-1].strip() if "FATAL:" in message else message
-    lowered = message.lower()
-    if "does not exist" in lowered and "database" in lowered:
-        return ConnectionFailedError(f"cannot connect to {where}: {detail}")
-    if "password authentication failed" in lowered or (
-        "role" in lowered and "does not exist" in lowered
-    ):
-        return ConnectionFailedError(
-            f"cannot connect to {where}: {detail} (check the user name and password)"
-        )
-    if "connection refused" in lowered:
-        return ConnectionFailedError(
-            f"cannot connect to {where}: connection refused (is the server running and "
-            "accepting TCP/IP connections on that host and port?)"
-        )
-    if "timeout expired" in lowered:
-        return ConnectionFailedError(f"cannot connect to {where}: timed out")
-    if "resolve host" in lowered or "could not translate host name" in lowered:
-        return ConnectionFailedError(f"cannot connect to {where}: unknown host ({detail})")
-    first_line = detail.splitlines()[0] if detail else type(exc).__name__
-    return ConnectionFailedError(f"cannot connect to {where}: {first_line}")
-
-
-def _driver_error(exc: BaseException, where: str) -> TurnstoreError:
-    """The turnstore error for a psycopg (or pool) failure during an operation."""
-    if isinstance(exc, PoolClosed):
-        return ClosedError("the store is closed")
-    if isinstance(exc, PoolTimeout):
-        return ConnectionFailedError(f"no connection to {where} became available: {exc}")
-    message = str(exc).strip()
-    if isinstance(exc, psycopg.DataError) and "NUL" in message:
-        return InvalidOperationError(
-            f"{message}: PostgreSQL cannot store the NUL character (in a session id?)"
-        )
-    if isinstance(exc, (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)):
-        return SchemaError(
-            f"{where} lacks part of turnstore's schema ({message}); was it dropped? "
-            "Open the store again (or run turnstore.migrate) to recreate it"
-        )
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return StorageError(f"permission denied on {where}: {message}")
-    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-        return StorageError(f"{where} is read-only (a replica?): {message}")
-    sqlstate = getattr(exc, "sqlstate", None)
-    if isinstance(exc, _TRANSIENT):
-        return ConflictError(
-            f"gave up after repeated conflicts with other writers on {where}: {message}"
-        )
-    if _lost_connection(exc):
-        return ConnectionFailedError(f"lost the connection to {where}: {message}")
-    code = f" [{sqlstate}]" if sqlstate else ""
-    return StorageError(f"PostgreSQL error on {where}{code}: {message}")
-
-
-def _lost_connection(exc: BaseException) -> bool:
-    # No SQLSTATE: the client lost the socket (or could not leave pipeline mode on it: "cannot
-    # exit pipeline mode while busy"); 08: connection exception; 57P: server shutdown.
-    sqlstate = getattr(exc, "sqlstate", None)
-    return isinstance(exc, psycopg.OperationalError) and (
-        sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
-    )
-
-
-class _Retry(Exception):
-    """Internal: the attempt failed in a way that re-running the operation may fix.
-
-    ``unsettled``: the connection was lost with a write's COMMIT in flight, so the write may
-    have committed; only a re-run with its key (on a connection of its own) can tell.
-    """
-
-    def __init__(self, cause: BaseException, *, unsettled: bool = False) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.unsettled = unsettled
-
-
-# ---------------------------------------------------------------------------------------------
-# The event loop thread that serves a backend's own pool.
-
-
-class _LoopThread:
-    """An event loop running forever in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(
-            target=self.loop.run_forever, name="turnstore-postgres", daemon=True
-        )
-        self.thread.start()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self) -> None:
-        """Stop the loop and join the thread (from any thread but the loop's own)."""
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        if threading.current_thread() is not self.thread:
-            self.thread.join()
-            self.loop.close()
-
-
-def _stop_loop(loop_thread: _LoopThread) -> None:
-    # A backend that was never closed: at least do not leave its thread spinning.
-    with contextlib.suppress(RuntimeError):  # interpreter shutdown
-        loop_thread.stop()
-
-
-# ---------------------------------------------------------------------------------------------
-# The backend
 
 
 def _identifier(value: str) -> str:
@@ -1009,7 +109,6 @@ class PostgresBackend:
         self.found_version: int | None = None
         """The schema version found at opening (None: no turnstore schema); with a caller's
         pool, known after the first operation."""
-        self._retries = retries
         self.read_only = bool(read_only)
         self._migrate = migrate and not self.read_only
         self._connect_timeout = max(2, round(connect_timeout))  # libpq's minimum is 2 s
@@ -1020,8 +119,8 @@ class PostgresBackend:
         # Set in every transaction (queued with BEGIN: no round trip), never per connection,
         # so that a caller's connections keep their settings and a transaction-pooling proxy
         # (PgBouncer) cannot hand us a connection with another search_path.
-        self._search_path = _identifier(schema)
-        self._thread: _LoopThread | None = None
+        self._transactions = Transactions(_identifier(schema), retries, self._connect_timeout)
+        self._thread: LoopThread | None = None
         if pool is not None:
             if not isinstance(pool, AsyncConnectionPool):
                 raise ConfigurationError(
@@ -1029,7 +128,7 @@ class PostgresBackend:
                 )
             self._pool: AsyncConnectionPool[Any] = pool
             pool_url = pool.conninfo if isinstance(pool.conninfo, str) else ""
-            self._where = _describe(_parse_url(pool_url)) if pool_url else "PostgreSQL"
+            self._where = describe(parse_url(pool_url)) if pool_url else "PostgreSQL"
             self._ready = False
             self._ready_lock: asyncio.Lock | None = None
             return
@@ -1039,8 +138,8 @@ class PostgresBackend:
             raise ConfigurationError(
                 f"connect_kwargs must be a mapping, got {type(connect_kwargs).__name__}"
             )
-        conninfo = _parse_url(url)
-        self._where = _describe(conninfo)
+        conninfo = parse_url(url)
+        self._where = describe(conninfo)
         self._ready = True
         self._ready_lock = None
         kwargs: dict[str, Any] = {
@@ -1048,8 +147,8 @@ class PostgresBackend:
             "connect_timeout": self._connect_timeout,
             **(connect_kwargs or {}),
         }
-        self._thread = thread = _LoopThread()
-        weakref.finalize(self, _stop_loop, thread)
+        self._thread = thread = LoopThread()
+        weakref.finalize(self, stop_loop, thread)
         try:
             self._pool = thread.submit(
                 self._open_pool(url, kwargs, min_size, max_size, connect_timeout, pool_timeout)
@@ -1060,11 +159,6 @@ class PostgresBackend:
             raise
 
     # -- opening -------------------------------------------------------------------------------
-
-    @staticmethod
-    async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-        # Once per new connection of our own pool: timestamps come back in UTC, as SQLite's.
-        await conn.execute("SET TIME ZONE 'UTC'")
 
     async def _open_pool(
         self,
@@ -1080,14 +174,14 @@ class PostgresBackend:
         try:
             conn = await psycopg.AsyncConnection.connect(url, **kwargs)
         except psycopg.Error as exc:
-            raise _connect_error(exc, self._where) from None
+            raise connect_error(exc, self._where) from None
         try:
-            await self._configure(conn)
+            await configure(conn)
             await self._prepare_schema(conn)
-        except _Retry as retry:
-            raise _driver_error(retry.cause, self._where) from None
+        except Retry as retry:
+            raise driver_error(retry.cause, self._where) from None
         except psycopg.Error as exc:
-            raise _driver_error(exc, self._where) from None
+            raise driver_error(exc, self._where) from None
         finally:
             await conn.close()
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
@@ -1095,7 +189,7 @@ class PostgresBackend:
             min_size=min_size,
             max_size=max_size,
             kwargs=kwargs,
-            configure=self._configure,
+            configure=configure,
             timeout=pool_timeout,
             open=False,
             name=f"turnstore-{self.schema}",
@@ -1112,16 +206,16 @@ class PostgresBackend:
 
     async def _prepare_schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """Create the schema if missing and bring it to the newest version (or check it)."""
-        self.found_version = await self._transaction(
-            conn, lambda: stored_version(MIGRATIONS), False
+        self.found_version = await self._transactions.transaction(
+            conn, lambda: stored_version(migrations.MIGRATIONS), False
         )
-        pending = len(MIGRATIONS) - (self.found_version or 0)
+        pending = len(migrations.MIGRATIONS) - (self.found_version or 0)
         if pending == 0:
             return
         if self.read_only:
             raise SchemaError(
                 f"{self._where} (schema {self.schema!r}) holds no turnstore schema"
-                if pending == len(MIGRATIONS)
+                if pending == len(migrations.MIGRATIONS)
                 else f"{self._where} (schema {self.schema!r}) is {pending} migration(s) older "
                 "than this turnstore: too old to read without migrating, which a read-only "
                 "open never does; run `turnstore migrate` with write access first"
@@ -1131,8 +225,10 @@ class PostgresBackend:
                 f"{self._where} (schema {self.schema!r}) is {pending} migration(s) behind this "
                 "turnstore; run turnstore.migrate(url) or open it with migrate=True"
             )
-        await self._transaction(conn, self._create_schema, True)
-        while await self._transaction(conn, lambda: migrate_step(MIGRATIONS, self._lock_sql), True):
+        await self._transactions.transaction(conn, self._create_schema, True)
+        while await self._transactions.transaction(
+            conn, lambda: migrate_step(migrations.MIGRATIONS, self._lock_sql), True
+        ):
             pass
 
     def _create_schema(self) -> Op[None]:
@@ -1191,125 +287,11 @@ class PostgresBackend:
         try:
             if not self._ready:
                 await self._ensure_ready()
-            attempt = 0
-            unsettled = False  # a commit was cut off and no attempt since has had an answer
-            while True:
-                try:
-                    if unsettled:
-                        return await self._settle(op)
-                    async with self._pool.connection() as conn:
-                        return await self._transaction(conn, op, write)
-                except _Retry as retry:
-                    unsettled = unsettled or retry.unsettled
-                    attempt += 1
-                    if attempt > self._retries:
-                        if unsettled:
-                            raise OutcomeUnknownError(
-                                f"lost the connection to {self._where} while a write committed, "
-                                f"and cannot reach it to learn whether it did ({retry.cause}); "
-                                "it may or may not be stored"
-                            ) from retry.cause
-                        raise _driver_error(retry.cause, self._where) from retry.cause
-                    log.info("retrying a transaction on %s: %s", self._where, retry.cause)
-                    if isinstance(retry.cause, psycopg.OperationalError) and not unsettled:
-                        await self._pool.check()  # drop the other dead connections too
-                    # Exponential backoff with jitter, so that colliding writers spread out.
-                    await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
-        except _Retry as retry:  # from preparing the schema of a caller's pool
-            raise _driver_error(retry.cause, self._where) from retry.cause
+            return await self._transactions.retrying(self._pool, op, write, self._where)
+        except Retry as retry:  # from preparing the schema of a caller's pool
+            raise driver_error(retry.cause, self._where) from retry.cause
         except (PoolClosed, PoolTimeout, psycopg.Error) as exc:
-            raise _driver_error(exc, self._where) from exc
-
-    async def _transaction(
-        self, conn: psycopg.AsyncConnection[Any], op: Callable[[], Op[T]], write: bool
-    ) -> T:
-        """Run ``op()`` on ``conn`` between BEGIN and COMMIT; raise _Retry when that may help.
-
-        In pipeline mode: a statement whose result the operation does not need (BEGIN, an
-        UPDATE, COMMIT) is queued and travels with the next one that is awaited, which saves
-        about a third of the round trips of a write.
-        """
-        restore_autocommit = not conn.autocommit
-        if restore_autocommit:  # a caller's connection: we issue BEGIN/COMMIT ourselves
-            await conn.set_autocommit(True)
-        committing = False
-        try:
-            async with conn.pipeline():
-                await conn.execute(
-                    "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-                )
-                await conn.execute(
-                    "SELECT set_config('search_path', %s, true)", [self._search_path]
-                )
-                result = await self._drive(conn, op())
-                committing = True
-                await conn.execute("COMMIT")
-            return result
-        except psycopg.Error as exc:
-            if isinstance(exc, _TRANSIENT):
-                raise _Retry(exc) from exc
-            if conn.broken or _lost_connection(exc):
-                # Before COMMIT was sent nothing can have been stored: simply run it again.
-                raise _Retry(exc, unsettled=write and committing) from exc
-            raise
-        finally:
-            if not conn.broken and conn.info.transaction_status in (
-                TransactionStatus.INTRANS,
-                TransactionStatus.INERROR,
-            ):
-                with contextlib.suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
-            if restore_autocommit and not conn.broken:
-                with contextlib.suppress(psycopg.Error):
-                    await conn.set_autocommit(False)
-
-    async def _settle(self, op: Callable[[], Op[T]]) -> T:
-        """Run a write whose commit was cut off again, on a new connection outside the pool.
-
-        The write's key makes the re-run return the first run's result if that committed, and
-        apply it if not. The pool is not asked: it may be waiting to replace the connection
-        just lost (with ``max_size=1``, for ``pool_timeout``).
-        """
-        kwargs = dict(self._pool.kwargs) if isinstance(self._pool.kwargs, Mapping) else {}
-        kwargs.setdefault("connect_timeout", self._connect_timeout)
-        conninfo = self._pool.conninfo if isinstance(self._pool.conninfo, str) else ""
-        try:
-            conn = await self._pool.connection_class.connect(conninfo, **kwargs)
-        except psycopg.Error as exc:
-            raise _Retry(exc, unsettled=True) from exc
-        try:
-            try:
-                await self._configure(conn)
-            except psycopg.Error as exc:
-                raise _Retry(exc, unsettled=True) from exc
-            return await self._transaction(conn, op, True)
-        finally:
-            await conn.close()
-
-    @staticmethod
-    async def _drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
-        result: Any = None
-        try:
-            while True:
-                query = op.send(result)
-                statement = query.name if query.raw else SQL[query.name]
-                if statement is None:  # nothing to do on this backend
-                    result = [] if query.fetch is Fetch.ALL else None
-                    continue
-                # No parameters: the text is sent as is (a raw % needs no escaping).
-                cursor = await conn.execute(statement, query.params or None)
-                if query.fetch is Fetch.ONE:
-                    result = await cursor.fetchone()
-                elif query.fetch is Fetch.ALL:
-                    result = await cursor.fetchall()
-                elif query.fetch is Fetch.ID:  # the statement's RETURNING id
-                    row = await cursor.fetchone()
-                    assert row is not None
-                    result = row[0]
-                else:
-                    result = None
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            raise driver_error(exc, self._where) from exc
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -12,16 +12,21 @@ Both are decoded as libpq decodes a URL's query: ``%XX`` only (``+`` is a plus s
 so that turnstore and ``psql`` read one URL the same way.
 
 No schema in the URL and none given: ``public``.
+
+``parse_url`` reads a URL's connection parameters (with psycopg, imported only then) and
+``describe`` names the server they reach in messages, never with the password.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import unquote
 
 from .. import validate
 from ..errors import ConfigurationError, InvalidOperationError
 
-__all__ = ["DEFAULT_SCHEMA", "check_schema", "split_schema"]
+__all__ = ["DEFAULT_SCHEMA", "check_schema", "describe", "parse_url", "split_schema"]
 
 DEFAULT_SCHEMA = "public"
 
@@ -157,3 +162,34 @@ def _one_schema(search_path: str) -> str:
     if quoted:
         return inner.replace('""', '"')
     return "".join(char.lower() if "A" <= char <= "Z" else char for char in name)
+
+
+def describe(conninfo: Mapping[str, Any]) -> str:
+    """user@host:port/dbname for messages; never the password."""
+    user = conninfo.get("user")
+    host = conninfo.get("host") or conninfo.get("hostaddr") or "the default socket"
+    port = conninfo.get("port")
+    dbname = conninfo.get("dbname")
+    where = f"{user}@{host}" if user else str(host)
+    if port:
+        where += f":{port}"
+    return f"PostgreSQL at {where}/{dbname}" if dbname else f"PostgreSQL at {where}"
+
+
+def parse_url(url: str) -> dict[str, Any]:
+    """The URL's connection parameters, or a ConfigurationError naming what is wrong."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a PostgreSQL URL is a str, not {type(url).__name__}")
+    # Imported here: the rest of this module needs no psycopg (the postgres extra).
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        reason = str(exc).strip().replace(url, "<url>")
+        raise ConfigurationError(f"malformed PostgreSQL URL: {reason}") from None
+    port = str(params.get("port") or "")
+    if port and not all(part.strip().isdigit() for part in port.split(",")):
+        raise ConfigurationError(f"malformed PostgreSQL URL: the port {port!r} is not a number")
+    return params

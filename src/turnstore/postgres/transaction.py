@@ -1,0 +1,189 @@
+"""How an operation runs on PostgreSQL: one transaction per attempt, pipelined, retried.
+
+Transactions: one per operation. A write first upserts the session row, which locks it
+(``INSERT … ON CONFLICT DO UPDATE`` locks the conflicting row even when its ``WHERE`` is
+false), so writes to one session serialise while writes to different sessions never wait for
+each other; everything after the lock reads the latest committed state (READ COMMITTED takes
+a snapshot per statement). Reads run in one REPEATABLE READ, READ ONLY snapshot. Each
+transaction runs in pipeline mode (statements whose results are not needed travel with the
+next one) and sets ``search_path`` for itself only, so connections carry no turnstore state.
+
+Retries: a serialisation failure, a deadlock or a dropped connection re-runs the whole
+operation from a fresh generator, a bounded number of times. A connection lost while COMMIT
+was in flight is the one ambiguous case: the write is run again, with its key (core/once.py),
+on a connection of its own rather than one from the pool (which may have no other to give):
+if the first commit happened, the key is found and the re-run only returns its result. When
+no connection can be made, ``OutcomeUnknownError`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg_pool import AsyncConnectionPool
+
+from ..core.ops import Fetch, Op
+from ..errors import OutcomeUnknownError
+from .errors import TRANSIENT, driver_error, lost_connection
+from .sql import SQL
+
+__all__ = ["Retry", "Transactions", "configure"]
+
+log = logging.getLogger("turnstore")
+
+T = TypeVar("T")
+
+
+class Retry(Exception):
+    """Internal: the attempt failed in a way that re-running the operation may fix.
+
+    ``unsettled``: the connection was lost with a write's COMMIT in flight, so the write may
+    have committed; only a re-run with its key (on a connection of its own) can tell.
+    """
+
+    def __init__(self, cause: BaseException, *, unsettled: bool = False) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.unsettled = unsettled
+
+
+async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    # Once per new connection of our own pool: timestamps come back in UTC, as SQLite's.
+    await conn.execute("SET TIME ZONE 'UTC'")
+
+
+class Transactions:
+    """Runs operations on one schema (``search_path``, a quoted identifier)."""
+
+    def __init__(self, search_path: str, retries: int, connect_timeout: int) -> None:
+        self._search_path = search_path
+        self._retries = retries
+        self._connect_timeout = connect_timeout
+
+    async def retrying(
+        self, pool: AsyncConnectionPool[Any], op: Callable[[], Op[T]], write: bool, where: str
+    ) -> T:
+        """Run ``op()`` on a connection of ``pool``, re-running it whole after a transient
+        failure (``where`` names the server in errors)."""
+        attempt = 0
+        unsettled = False  # a commit was cut off and no attempt since has had an answer
+        while True:
+            try:
+                if unsettled:
+                    return await self.settle(pool, op)
+                async with pool.connection() as conn:
+                    return await self.transaction(conn, op, write)
+            except Retry as retry:
+                unsettled = unsettled or retry.unsettled
+                attempt += 1
+                if attempt > self._retries:
+                    if unsettled:
+                        raise OutcomeUnknownError(
+                            f"lost the connection to {where} while a write committed, "
+                            f"and cannot reach it to learn whether it did ({retry.cause}); "
+                            "it may or may not be stored"
+                        ) from retry.cause
+                    raise driver_error(retry.cause, where) from retry.cause
+                log.info("retrying a transaction on %s: %s", where, retry.cause)
+                if isinstance(retry.cause, psycopg.OperationalError) and not unsettled:
+                    await pool.check()  # drop the other dead connections too
+                # Exponential backoff with jitter, so that colliding writers spread out.
+                await asyncio.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+
+    async def transaction(
+        self, conn: psycopg.AsyncConnection[Any], op: Callable[[], Op[T]], write: bool
+    ) -> T:
+        """Run ``op()`` on ``conn`` between BEGIN and COMMIT; raise Retry when that may help.
+
+        In pipeline mode: a statement whose result the operation does not need (BEGIN, an
+        UPDATE, COMMIT) is queued and travels with the next one that is awaited, which saves
+        about a third of the round trips of a write.
+        """
+        restore_autocommit = not conn.autocommit
+        if restore_autocommit:  # a caller's connection: we issue BEGIN/COMMIT ourselves
+            await conn.set_autocommit(True)
+        committing = False
+        try:
+            async with conn.pipeline():
+                await conn.execute(
+                    "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                )
+                await conn.execute(
+                    "SELECT set_config('search_path', %s, true)", [self._search_path]
+                )
+                result = await self.drive(conn, op())
+                committing = True
+                await conn.execute("COMMIT")
+            return result
+        except psycopg.Error as exc:
+            if isinstance(exc, TRANSIENT):
+                raise Retry(exc) from exc
+            if conn.broken or lost_connection(exc):
+                # Before COMMIT was sent nothing can have been stored: simply run it again.
+                raise Retry(exc, unsettled=write and committing) from exc
+            raise
+        finally:
+            if not conn.broken and conn.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            ):
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+            if restore_autocommit and not conn.broken:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.set_autocommit(False)
+
+    async def settle(self, pool: AsyncConnectionPool[Any], op: Callable[[], Op[T]]) -> T:
+        """Run a write whose commit was cut off again, on a new connection outside the pool.
+
+        The write's key makes the re-run return the first run's result if that committed, and
+        apply it if not. The pool is not asked: it may be waiting to replace the connection
+        just lost (with ``max_size=1``, for ``pool_timeout``).
+        """
+        kwargs = dict(pool.kwargs) if isinstance(pool.kwargs, Mapping) else {}
+        kwargs.setdefault("connect_timeout", self._connect_timeout)
+        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+        try:
+            conn = await pool.connection_class.connect(conninfo, **kwargs)
+        except psycopg.Error as exc:
+            raise Retry(exc, unsettled=True) from exc
+        try:
+            try:
+                await configure(conn)
+            except psycopg.Error as exc:
+                raise Retry(exc, unsettled=True) from exc
+            return await self.transaction(conn, op, True)
+        finally:
+            await conn.close()
+
+    @staticmethod
+    async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+        result: Any = None
+        try:
+            while True:
+                query = op.send(result)
+                statement = query.name if query.raw else SQL[query.name]
+                if statement is None:  # nothing to do on this backend
+                    result = [] if query.fetch is Fetch.ALL else None
+                    continue
+                # No parameters: the text is sent as is (a raw % needs no escaping).
+                cursor = await conn.execute(statement, query.params or None)
+                if query.fetch is Fetch.ONE:
+                    result = await cursor.fetchone()
+                elif query.fetch is Fetch.ALL:
+                    result = await cursor.fetchall()
+                elif query.fetch is Fetch.ID:  # the statement's RETURNING id
+                    row = await cursor.fetchone()
+                    assert row is not None
+                    result = row[0]
+                else:
+                    result = None
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,299 @@
+"""SQLite's schema history: the DDL of every version, in ``MIGRATIONS``.
+
+``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1`` (core/schema.py applies
+them). Append new steps; never edit a released one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+# The tables that hand out ids, as migration 1 creates them and migration 6 rebuilds them.
+_KEY = "INTEGER PRIMARY KEY"
+_RUNS_TABLE = """CREATE TABLE {table} (
+            id {key},
+            session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+            parent_id INTEGER REFERENCES runs (id) ON DELETE CASCADE,
+            depth INTEGER NOT NULL,
+            user_message TEXT,
+            assistant_message TEXT,
+            agent_name TEXT,
+            model TEXT,
+            status TEXT,
+            requests INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            total_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+            item_count INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL{more}
+        )"""
+_RUNS_INDEXES = [
+    "CREATE INDEX runs_session_parent ON runs (session_id, parent_id, id)",
+    "CREATE INDEX runs_parent ON runs (parent_id)",
+]
+_ITEMS_TABLE = """CREATE TABLE {table} (
+            id {key},
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            role TEXT,
+            call_id TEXT,
+            name TEXT,
+            text TEXT,
+            data TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (run_id, position)
+        )"""
+_TOOL_CALLS_TABLE = """CREATE TABLE {table} (
+            id {key},
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            call_id TEXT,
+            tool_name TEXT,
+            kind TEXT,
+            arguments TEXT,
+            output TEXT,
+            status TEXT,
+            error TEXT,
+            call_item_id INTEGER,
+            output_item_id INTEGER,
+            created_at TEXT NOT NULL,
+            completed_at TEXT,
+            duration_ms REAL{more}
+        )"""
+_TOOL_CALLS_INDEXES = [
+    "CREATE INDEX tool_calls_run ON tool_calls (run_id)",
+    "CREATE INDEX tool_calls_session_call ON tool_calls (session_id, call_id)",
+]
+_FTS_UPDATE_TRIGGER = """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON items
+        WHEN old.id <= (SELECT indexed_through FROM items_fts_state)
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text)
+            SELECT 'delete', old.id, old.text WHERE old.text IS NOT NULL;
+            INSERT INTO items_fts (rowid, text)
+            SELECT new.id, new.text WHERE new.text IS NOT NULL;
+        END"""
+
+
+def _rebuild(table: str, create: str, indexes: list[str]) -> list[str]:
+    """SQLite's table rebuild: a copy made by ``create`` (ids and all) replaces ``table``."""
+    return [
+        create,
+        f"INSERT INTO {table}_new SELECT * FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE {table}_new RENAME TO {table}",
+        *indexes,
+    ]
+
+
+# The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            user_id TEXT,
+            title TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            head_run_id INTEGER,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        _RUNS_TABLE.format(table="runs", key=_KEY, more=""),
+        *_RUNS_INDEXES,
+        _ITEMS_TABLE.format(table="items", key=_KEY),
+        # call_item_id / output_item_id name items rows; no foreign key, because every
+        # deleted item would then search tool_calls for them.
+        _TOOL_CALLS_TABLE.format(table="tool_calls", key=_KEY, more=""),
+        *_TOOL_CALLS_INDEXES,
+    ],
+    # 2: query and analytics. The session catalogue's keyset indexes (the session_id column
+    # makes each key unique), tool timing, model responses, full-text search, and the views.
+    [
+        "CREATE INDEX sessions_created ON sessions (created_at, session_id)",
+        "CREATE INDEX sessions_updated ON sessions (updated_at, session_id)",
+        "CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)",
+        "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
+        "ALTER TABLE tool_calls ADD COLUMN started_at TEXT",
+        "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
+        # Outputs stored before version 2 that report an error (see append.reports_error).
+        """UPDATE tool_calls SET status = 'failed', error = output
+        WHERE error IS NULL AND status = 'completed'
+          AND (output = 'An error occurred while running the tool. Please try again.'
+               OR output GLOB 'Tool ''*'' timed out after * seconds.')""",
+        """CREATE TABLE model_responses (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            agent_name TEXT,
+            model TEXT,
+            response_id TEXT,
+            request_id TEXT,
+            requests INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            total_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+            started_at TEXT,
+            completed_at TEXT NOT NULL,
+            latency_ms REAL
+        )""",
+        "CREATE INDEX model_responses_run ON model_responses (run_id)",
+        "CREATE INDEX model_responses_session ON model_responses (session_id, id)",
+        # External content: the index holds only tokens, items.text stays the one copy. The
+        # triggers keep it in step in the writing transaction, cascaded deletes included.
+        """CREATE VIRTUAL TABLE items_fts USING fts5 (
+            text, content = 'items', content_rowid = 'id',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER items_fts_insert AFTER INSERT ON items
+        WHEN new.text IS NOT NULL
+        BEGIN
+            INSERT INTO items_fts (rowid, text) VALUES (new.id, new.text);
+        END""",
+        """CREATE TRIGGER items_fts_delete AFTER DELETE ON items WHEN old.text IS NOT NULL
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""",
+        """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON items
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text)
+            SELECT 'delete', old.id, old.text WHERE old.text IS NOT NULL;
+            INSERT INTO items_fts (rowid, text)
+            SELECT new.id, new.text WHERE new.text IS NOT NULL;
+        END""",
+        "INSERT INTO items_fts (items_fts) VALUES ('rebuild')",
+        """CREATE VIEW run_overview AS
+        SELECT r.session_id, s.user_id, r.id AS run_id, r.parent_id, r.depth,
+            r.user_message, r.assistant_message,
+            (SELECT group_concat(tool_name, ', ') FROM (
+                SELECT t.tool_name FROM tool_calls t WHERE t.run_id = r.id
+                GROUP BY t.tool_name ORDER BY min(t.id))) AS tools,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id
+                AND (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL))
+                AS failed_tool_calls,
+            r.agent_name, r.model, r.requests, r.input_tokens, r.output_tokens,
+            r.total_tokens, r.cached_tokens, r.reasoning_tokens, r.item_count,
+            r.id = s.head_run_id AS is_head, r.created_at, r.updated_at
+        FROM runs r JOIN sessions s ON s.session_id = r.session_id""",
+        """CREATE VIEW tool_call_overview AS
+        SELECT t.session_id, s.user_id, t.run_id, t.id AS tool_call_id, t.call_id,
+            t.tool_name, t.kind, r.user_message, t.arguments, t.output, t.status, t.error,
+            (t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL) AS failed,
+            t.duration_ms, t.created_at, t.started_at, t.completed_at
+        FROM tool_calls t
+        JOIN runs r ON r.id = t.run_id
+        JOIN sessions s ON s.session_id = t.session_id""",
+    ],
+    # 3: the search index is fed in batches. FTS5 costs ~0.1 ms of CPU per writing transaction
+    # however few rows it gets, more than the rest of an SDK turn's write; so items are indexed
+    # once INDEX_BATCH of them are waiting (one statement for all), and always before a search
+    # (append.index_backlog), which therefore sees every committed item. items_fts_state holds
+    # the id through which every item is indexed.
+    [
+        "DROP TRIGGER items_fts_insert",
+        "DROP TRIGGER items_fts_delete",
+        "DROP TRIGGER items_fts_update",
+        """CREATE TABLE items_fts_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            indexed_through INTEGER NOT NULL
+        )""",
+        "INSERT INTO items_fts_state VALUES (1, (SELECT coalesce(max(id), 0) FROM items))",
+        """CREATE TRIGGER items_fts_delete AFTER DELETE ON items
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text)
+            SELECT 'delete', old.id, old.text
+            WHERE old.text IS NOT NULL
+              AND old.id <= (SELECT indexed_through FROM items_fts_state);
+            -- SQLite hands the highest freed id out again: it must not count as indexed.
+            UPDATE items_fts_state SET indexed_through = (SELECT coalesce(max(id), 0) FROM items)
+            WHERE indexed_through > (SELECT coalesce(max(id), 0) FROM items);
+        END""",
+        _FTS_UPDATE_TRIGGER,
+    ],
+    # 4: the per-user catalogue indexes leave out sessions without a user, so that a write
+    # to such a session (the SDK's default) maintains one index on updated_at, not two.
+    [
+        "DROP INDEX sessions_user_created",
+        """CREATE INDEX sessions_user_created ON sessions (user_id, created_at, session_id)
+        WHERE user_id IS NOT NULL""",
+        "DROP INDEX sessions_user_updated",
+        """CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)
+        WHERE user_id IS NOT NULL""",
+    ],
+    # 5: compaction keeps the transcript (core/compaction.py). A compaction run (kind
+    # 'compaction') holds what the model sees instead of the runs it replaced, which stay as
+    # its ancestors with status 'compacted' and compacted_by naming it; the model's history
+    # continues above it at prior_run_id (NULL: nowhere). No foreign keys: prior_run_id names
+    # an ancestor (whose deletion removes the compaction run anyway), and compacted_by stays
+    # a record of a compaction run that pop_item or delete_branch removed since.
+    [
+        "ALTER TABLE runs ADD COLUMN kind TEXT",
+        "ALTER TABLE runs ADD COLUMN prior_run_id INTEGER",
+        "ALTER TABLE runs ADD COLUMN compacted_by INTEGER",
+    ],
+    # 6: ids are never handed out twice. Without AUTOINCREMENT SQLite gives the highest freed
+    # id to the next row: a popped run's id came back as the next run's, so a stale
+    # expected_head, a permalink or a delete aimed at the old run hit the new one.
+    # AUTOINCREMENT (sqlite_sequence: one small page more per writing transaction, ~10 us;
+    # docs/reliability.md) can only be set by CREATE TABLE, so each table is rebuilt with
+    # its ids: the driver migrates with foreign keys off (dropping the old runs cascades
+    # nowhere) and legacy_alter_table leaves the views, which name the final tables, alone.
+    # Indexes and the search triggers are made anew; items_fts follows items by name and id.
+    # Ids freed before this step can still come back once. The delete trigger no longer
+    # lowers the index watermark: no id at or below it is handed out again.
+    [
+        "PRAGMA legacy_alter_table = ON",
+        *_rebuild(
+            "runs",
+            _RUNS_TABLE.format(
+                table="runs_new",
+                key=_KEY + " AUTOINCREMENT",
+                more=",\n            kind TEXT,\n            prior_run_id INTEGER,"
+                "\n            compacted_by INTEGER",
+            ),
+            _RUNS_INDEXES,
+        ),
+        *_rebuild("items", _ITEMS_TABLE.format(table="items_new", key=_KEY + " AUTOINCREMENT"), []),
+        """CREATE TRIGGER items_fts_delete AFTER DELETE ON items
+        WHEN old.text IS NOT NULL AND old.id <= (SELECT indexed_through FROM items_fts_state)
+        BEGIN
+            INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        END""",
+        _FTS_UPDATE_TRIGGER,
+        *_rebuild(
+            "tool_calls",
+            _TOOL_CALLS_TABLE.format(
+                table="tool_calls_new",
+                key=_KEY + " AUTOINCREMENT",
+                more=",\n            started_at TEXT",
+            ),
+            _TOOL_CALLS_INDEXES,
+        ),
+        "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
+        "PRAGMA legacy_alter_table = OFF",
+    ],
+    # 7: the keys of committed writes (core/once.py), so that a write runs exactly once.
+    [
+        """CREATE TABLE operations (
+            session_id TEXT NOT NULL,
+            op_id TEXT NOT NULL,
+            result TEXT,
+            PRIMARY KEY (session_id, op_id)
+        ) WITHOUT ROWID""",
+    ],
+    # 8: the sessions of the Agents SDK's own tables (agent_messages, in the same file) whose
+    # history turnstore has adopted (turnstore/_adopt.py), each marked in the transaction that
+    # imported it, so that it is imported once. SQLite only: SQLiteSession writes only there.
+    [
+        """CREATE TABLE sdk_adopted (
+            session_id TEXT PRIMARY KEY,
+            adopted_at TEXT NOT NULL
+        ) WITHOUT ROWID""",
+    ],
+]
