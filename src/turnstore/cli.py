@@ -307,19 +307,15 @@ def _ms(value: float | None) -> str:
 _STATUS_STYLE = {"completed": "green", "pending": "yellow", "in_progress": "yellow"}
 
 
-def _failed(call: ToolCall) -> bool:
-    return call.error is not None or call.status in ("failed", "incomplete", "error")
-
-
 def _status_style(call: ToolCall) -> str:
-    if _failed(call):
+    if call.failed:
         return "red"
     return _STATUS_STYLE.get(call.status or "", "yellow")
 
 
 def _call_text(call: ToolCall, width: int | None) -> Text:
     status = call.status or "?"
-    failed = _failed(call)
+    failed = call.failed
     text = Text("⚙ ", style="cyan")
     text.append(call.tool_name or call.kind or "tool", style="bold cyan")
     if call.arguments:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .model import FAILED_STATUSES
+
 __all__ = ["ItemInfo", "ItemKind", "classify"]
 
 ItemKind = Literal["message", "tool_call", "tool_output", "hosted_tool", "other", "unknown"]
@@ -53,7 +55,6 @@ _UNSAFE = re.compile("[\x00\ud800-\udfff]")
 _MEDIA = {"input_image": "<image>", "computer_screenshot": "<image>", "input_file": "<file>"}
 _MARKERS = frozenset(_MEDIA.values())
 _PART_KEYS = ("text", "refusal", "stdout", "stderr")  # shell output entries carry stdout/stderr
-_FAILED = frozenset({"failed", "incomplete"})
 
 
 def _clean(s: str) -> str:
@@ -190,7 +191,7 @@ def _tool(
         output = out(item) if out else None
         status = _str(item.get("status"))
         err = error(item) if error else None
-        if err is None and kind != "tool_call" and status in _FAILED:
+        if err is None and kind != "tool_call" and status in FAILED_STATUSES:
             err = output
         shown = output if output not in _MARKERS else None
         text = "\n".join(t for t in (arguments, shown) if t) or None

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "FAILED_STATUSES",
     "Branch",
     "HistoryTail",
     "ModelResponse",
@@ -20,7 +21,28 @@ __all__ = [
     "ToolStats",
     "Usage",
     "UsageRow",
+    "call_failed",
+    "failed_sql",
 ]
+
+# The one definition of a failed tool call, for Python (``call_failed``, ``ToolCall.failed``)
+# and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats): its status
+# says so (a tool that could not finish; ``incomplete``: the model's output was cut off), or an
+# error was recorded (an MCP call's error, a tool output that reports one: see
+# ``core.append.reports_error``). The statuses are the Responses API's; ``error`` is none of
+# them, so a tool call never has it.
+FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete"})
+
+
+def call_failed(status: str | None, error: str | None) -> bool:
+    """A tool call with this status and error failed (see ``FAILED_STATUSES``)."""
+    return status in FAILED_STATUSES or error is not None
+
+
+def failed_sql(status: str = "status", error: str = "error") -> str:
+    """``call_failed`` as a SQL condition on the columns ``status`` and ``error``."""
+    statuses = ", ".join(f"'{name}'" for name in sorted(FAILED_STATUSES))
+    return f"({status} IN ({statuses}) OR {error} IS NOT NULL)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +108,7 @@ class ToolCall:
     @property
     def failed(self) -> bool:
         """The call failed: status failed/incomplete, or an error was recorded."""
-        return self.status in ("failed", "incomplete") or self.error is not None
+        return call_failed(self.status, self.error)
 
 
 @dataclass(frozen=True, slots=True)

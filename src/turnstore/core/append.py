@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InvalidOperationError
 from ..items import ItemInfo
-from ..model import SessionInfo, Usage
+from ..model import FAILED_STATUSES, SessionInfo, Usage
 from ..validate import MAX_INT, MAX_REQUESTS
 from .codec import PreparedItem
 from .lock import Head, lock_session, set_head
@@ -85,7 +85,7 @@ class _PlanCall:
 
 def _call_status(info: ItemInfo) -> str:
     # A call item's own status says the model finished writing it, not that the tool ran.
-    return info.status if info.status in ("failed", "incomplete") else "pending"
+    return info.status if info.status in FAILED_STATUSES else "pending"
 
 
 def _pairing_key(info: ItemInfo) -> str:
@@ -127,7 +127,7 @@ def _output_status(info: ItemInfo) -> str:
 
 def _hosted_status(info: ItemInfo) -> str:
     # An MCP call that reports an error failed, whatever status the item carries.
-    if info.error is not None and info.status not in ("failed", "incomplete"):
+    if info.error is not None and info.status not in FAILED_STATUSES:
         return "failed"
     return info.status or "completed"
 

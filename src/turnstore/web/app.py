@@ -205,6 +205,7 @@ def build_app(
         run_duration_ms=fmt.run_duration_ms,
         timestamp=fmt.timestamp,
         status_class=fmt.status_class,
+        call_class=fmt.call_class,
         to_json=fmt.to_json,
     )
     # A token that only pages of this server carry: another site cannot forge a write.

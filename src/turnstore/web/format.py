@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+from ..model import ToolCall
+
 __all__ = [
     "Bar",
     "Chart",
     "Pretty",
     "bar_chart",
+    "call_class",
     "duration",
     "fill_days",
     "number",
@@ -104,10 +107,8 @@ def timestamp(value: datetime | None) -> str:
 
 _STATUS_CLASSES = {
     "completed": "ok",
-    "success": "ok",
     "failed": "bad",
     "incomplete": "bad",
-    "error": "bad",
     "pending": "wait",
     "in_progress": "wait",
     "searching": "wait",
@@ -118,6 +119,12 @@ _STATUS_CLASSES = {
 def status_class(status: str | None) -> str:
     """The CSS class of a status badge: ok, bad, wait or other."""
     return _STATUS_CLASSES.get(status or "", "other")
+
+
+def call_class(call: ToolCall) -> str:
+    """The CSS class of a tool call's status badge: bad when the call failed (``ToolCall.failed``,
+    whatever its status says), else as ``status_class``."""
+    return "bad" if call.failed else status_class(call.status)
 
 
 # ---------------------------------------------------------------------------------------------

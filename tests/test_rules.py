@@ -1,0 +1,141 @@
+"""Rules defined once and applied alike everywhere (issue 13, item 4).
+
+"Failed": a tool call failed when ``turnstore.model.call_failed`` says so. The Python side
+(``ToolCall.failed``), the SQL side (``Store.tool_calls(status="failed")``,
+``Store.tool_stats``, the views) and what the CLI and the viewer show all agree, for calls of
+every status with and without an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from builders import call, output, user
+from conftest import sql
+from turnstore import Store
+from turnstore.cli import app
+from turnstore.model import FAILED_STATUSES, ToolCall, call_failed, failed_sql
+from turnstore.web import format as web_format
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+# Every status a tool call can have: turnstore's own (pending), the Responses API's, and one
+# that none of them uses ("error", which the CLI once counted as failed), and none.
+STATUSES = [
+    None,
+    "pending",
+    "completed",
+    "failed",
+    "incomplete",
+    "in_progress",
+    "searching",
+    "calling",
+    "generating",
+    "interpreting",
+    "error",
+]
+CASES = [(status, error) for status in STATUSES for error in (None, "it broke")]
+
+
+def test_the_rule() -> None:
+    assert {"failed", "incomplete"} == FAILED_STATUSES
+    assert [case for case in CASES if call_failed(*case)] == [
+        (None, "it broke"),
+        ("pending", "it broke"),
+        ("completed", "it broke"),
+        ("failed", None),
+        ("failed", "it broke"),
+        ("incomplete", None),
+        ("incomplete", "it broke"),
+        *[(status, "it broke") for status in STATUSES[5:]],
+    ]
+    assert failed_sql() == "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
+    assert failed_sql("t.status", "t.error") == (
+        "(t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL)"
+    )
+
+
+def test_docs_state_the_rule() -> None:
+    # docs/queries.md's hand-written failure rate counts what failed_sql does.
+    text = (DOCS / "queries.md").read_text()
+    assert "status IN ('failed', 'incomplete') OR error IS NOT NULL" in text
+    assert failed_sql()[1:-1] == "status IN ('failed', 'incomplete') OR error IS NOT NULL"
+
+
+async def _write_calls(store: Store) -> dict[int, tuple[str | None, str | None]]:
+    """One run with a call of every case; each call's id with its (status, error)."""
+    items: list[Any] = [user("go")]
+    for n in range(len(CASES)):
+        items += [call(f"c{n}", "probe", f'{{"n": {n}}}'), output(f"c{n}", f"out-{n}")]
+    await store.add_items("s", items)
+    rows = await sql(store, "SELECT id, call_id FROM tool_calls")
+    ids = {call_id: id_ for id_, call_id in rows}
+    cases: dict[int, tuple[str | None, str | None]] = {}
+    for n, (status, error) in enumerate(CASES):
+        id_ = ids[f"c{n}"]
+        await sql(
+            store,
+            "UPDATE tool_calls SET status = {status}, error = {error} WHERE id = {id}",
+            write=True,
+            status=status,
+            error=error,
+            id=id_,
+        )
+        cases[id_] = (status, error)
+    return cases
+
+
+@pytest.fixture
+def calls_db(cli_target: str) -> tuple[str, dict[int, tuple[str | None, str | None]]]:
+    async def go() -> dict[int, tuple[str | None, str | None]]:
+        async with Store.open(cli_target) as store:
+            return await _write_calls(store)
+
+    return cli_target, asyncio.run(go())
+
+
+def test_failed_agrees_everywhere(
+    calls_db: tuple[str, dict[int, tuple[str | None, str | None]]],
+) -> None:
+    target, cases = calls_db
+    expected = {id_ for id_, case in cases.items() if call_failed(*case)}
+    assert len(expected) == 13
+
+    async def go() -> tuple[list[ToolCall], list[ToolCall], Any, Any, Any]:
+        async with Store.open(target) as store:
+            every = await store.tool_calls(limit=None)
+            failed = await store.tool_calls(status="failed", limit=None)
+            stats = await store.tool_stats()
+            view = await sql(store, "SELECT tool_call_id, failed FROM tool_call_overview")
+            runs = await sql(store, "SELECT failed_tool_calls FROM run_overview")
+            return every, failed, stats, view, runs
+
+    every, failed, stats, view, runs = asyncio.run(go())
+    assert {c.id for c in every} == set(cases)
+    # Python: ToolCall.failed
+    assert {c.id for c in every if c.failed} == expected
+    # SQL: the failed filter, the statistics, the views
+    assert {c.id for c in failed} == expected
+    assert [(s.tool_name, s.calls, s.errors) for s in stats] == [("probe", 22, 13)]
+    assert {id_ for id_, flag in view if flag} == expected
+    assert runs == [(13,)]
+    # The viewer's badge
+    assert {c.id for c in every if web_format.call_class(c) == "bad"} == expected
+    # The CLI: a failed call's status is shown in red, any other's is not
+    result = CliRunner().invoke(
+        app, ["show", "s", "--db", target], env={"FORCE_COLOR": "1", "COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    red = set()
+    for n, (id_, (status, _)) in enumerate(sorted(cases.items())):
+        line = next(line for line in result.stdout.splitlines() if f"out-{n}" in line)
+        shown = re.escape(status or "?")
+        if re.search(rf"\x1b\[31m{shown}\x1b\[0m", line):
+            red.add(id_)
+    assert red == expected
