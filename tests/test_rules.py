@@ -9,6 +9,7 @@ every status with and without an error.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,79 @@ def test_failed_agrees_everywhere(
         if re.search(rf"\x1b\[31m{shown}\x1b\[0m", line):
             red.add(id_)
     assert red == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON output: one writer (turnstore.jsonout); stored items have their own codec
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "turnstore"
+
+
+def test_jsonout_writes_records() -> None:
+    from datetime import datetime, timezone
+
+    from turnstore import jsonout
+    from turnstore.model import SessionInfo
+
+    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    info = SessionInfo("s", None, "é", 7, when, when, {"k": (1, 2)})
+    assert json.loads(jsonout.dumps({"sessions": [info], 3: None})) == {
+        "sessions": [
+            {
+                "session_id": "s",
+                "user_id": None,
+                "title": "é",
+                "head_run_id": 7,
+                "created_at": "2025-01-02T03:04:05+00:00",
+                "updated_at": "2025-01-02T03:04:05+00:00",
+                "metadata": {"k": [1, 2]},
+            }
+        ],
+        "3": None,
+    }
+    assert jsonout.dumps("é") == '"é"'  # readable UTF-8
+    assert jsonout.dumps("\ud800 é") == '"\\ud800 \\u00e9"'  # no UTF-8 holds a lone surrogate
+    with pytest.raises(TypeError):
+        jsonout.dumps(object())
+
+
+def test_one_json_writer_for_output() -> None:
+    # Output (the CLI, the viewer, exports) is written by jsonout alone. json.dumps elsewhere
+    # encodes what is stored or bound (items' columns, metadata, cursors, statement
+    # parameters), never output.
+    internal = {"jsonout.py", "items.py", "validate.py"}
+    writers = sorted(
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if re.search(r"json\.dumps?\(|JSONEncoder\(", path.read_text())
+        and path.name not in internal
+        and path.parent.name != "core"
+    )
+    assert writers == []
+
+
+def test_viewer_shows_items_no_utf8_can_hold(tmp_path: Path) -> None:
+    # A stored item may hold a lone surrogate: the viewer writes it \\u-escaped, as exports do,
+    # rather than failing the page.
+    from starlette.testclient import TestClient
+
+    from turnstore.web import create_app
+
+    db = str(tmp_path / "t.db")
+    items = [user("lone \ud800 surrogate"), call("c1", "f", '{"a": "lone \\ud800"}')]
+
+    async def go() -> int:
+        async with Store.open(db) as store:
+            await store.add_items("s", items)
+            return (await store.runs("s"))[0].id
+
+    run_id = asyncio.run(go())
+    with Store.open(db) as store:
+        client = TestClient(create_app(store), base_url="http://127.0.0.1")
+        for url in (f"/runs/{run_id}", "/sessions/s"):  # the call's arguments
+            page = client.get(url)
+            assert page.status_code == 200, url
+            assert "lone \\ud800" in page.text
+        page = client.get(f"/runs/{run_id}/items")  # the items themselves
+        assert page.status_code == 200
+        assert "lone \\ud800 surrogate" in page.text

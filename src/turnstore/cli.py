@@ -31,7 +31,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from . import _importers
+from . import _importers, jsonout
 from ._adopt import adopt_sdk_sessions
 from .core.queries import SNIPPET_MARKS
 from .errors import (
@@ -239,21 +239,8 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise _fail("interrupted", 130) from None
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as JSON-ready data: dataclasses as objects, datetimes as ISO 8601 text."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _print_json(value: Any) -> None:
-    typer.echo(_json_safe(json.dumps(_plain(value), ensure_ascii=False, indent=2)))
+    typer.echo(_json_safe(jsonout.dumps(value, indent=2)))
 
 
 def _console() -> Console:
@@ -454,7 +441,7 @@ def show(
                     "session": info,
                     "runs": [
                         {
-                            **_plain(run),
+                            **jsonout.fields(run),
                             "active": run.id in active,
                             "tool_calls": calls.get(run.id, []),
                         }
@@ -696,7 +683,9 @@ def tools(
 
     rows = _run(go())
     if as_json:
-        _print_json(rows if calls else [{**_plain(r), "error_rate": r.error_rate} for r in rows])
+        _print_json(
+            rows if calls else [{**jsonout.fields(r), "error_rate": r.error_rate} for r in rows]
+        )
         return
     rows = _printable(rows)
     if not rows:

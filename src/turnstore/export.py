@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Literal
 
 from .core.queries import ExportData
 from .errors import InvalidItemError
+from .jsonout import dumps, fields
 from .model import NewRun, Run, ToolCall, Usage
 
 __all__ = ["FORMATS", "ExportFormat", "render", "runs_from_jsonl"]
@@ -37,15 +37,6 @@ FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown")
 
 def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
-
-
-def _dumps(value: Any, indent: int | None = None) -> str:
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate, which an item may hold: \u-escaped instead
-        text = json.dumps(value, indent=indent)
-    return text
 
 
 # Lone surrogates cannot be written as UTF-8; Markdown, for reading, shows them as U+FFFD.
@@ -66,13 +57,13 @@ def _jsonl(data: ExportData) -> str:
     for run, items in data.runs:
         for position, item in enumerate(items):
             lines.append(
-                _dumps(
+                dumps(
                     {
                         "session_id": run.session_id,
                         "run_id": run.id,
                         "parent_id": run.parent_id,
                         "position": position,
-                        "created_at": _time(run.created_at),
+                        "created_at": run.created_at,
                         "item": item,
                     }
                 )
@@ -80,38 +71,26 @@ def _jsonl(data: ExportData) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _call_dict(call: ToolCall) -> dict[str, Any]:
-    record = asdict(call)
-    for key in ("created_at", "completed_at", "started_at"):
-        record[key] = _time(record[key])
-    return record
-
-
 def _json(data: ExportData) -> str:
     children: dict[int | None, list[int]] = {}
     for run, _ in data.runs:
         children.setdefault(run.parent_id, []).append(run.id)
-    session = asdict(data.session)
-    session["created_at"] = _time(data.session.created_at)
-    session["updated_at"] = _time(data.session.updated_at)
     runs = []
     for run, items in data.runs:
-        record = asdict(run)
-        record["created_at"] = _time(run.created_at)
-        record["updated_at"] = _time(run.updated_at)
+        record = fields(run)
         record["children"] = children.get(run.id, [])
         record["items"] = items
-        record["tool_calls"] = [_call_dict(call) for call in data.tool_calls.get(run.id, [])]
+        record["tool_calls"] = data.tool_calls.get(run.id, [])
         runs.append(record)
     document = {
         "format": "turnstore-export",
         "version": 1,
         "all_branches": data.all_branches,
-        "session": session,
+        "session": data.session,
         "roots": children.get(None, []),
         "runs": runs,
     }
-    return _dumps(document, indent=2) + "\n"
+    return dumps(document, indent=2) + "\n"
 
 
 def _quote(text: str) -> str:

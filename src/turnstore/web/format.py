@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+from .. import jsonout
 from ..model import ToolCall
 
 __all__ = [
@@ -53,7 +54,7 @@ def pretty(value: str | None, limit: int | None = PREVIEW_CHARS) -> Pretty:
     stripped = value.lstrip()
     if stripped[:1] in ("{", "["):
         try:
-            text = json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+            text = jsonout.dumps(json.loads(value), indent=2)
             is_json = True
         except ValueError:
             pass
@@ -64,7 +65,7 @@ def pretty(value: str | None, limit: int | None = PREVIEW_CHARS) -> Pretty:
 
 def to_json(value: Any) -> str:
     """A stored item, indented, keys in their stored order."""
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return jsonout.dumps(value, indent=2)
 
 
 def number(value: float | None) -> str:
