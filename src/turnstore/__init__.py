@@ -22,6 +22,7 @@ from .errors import (
     StorageError,
     TurnstoreError,
 )
+from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
     Branch,
     Fork,
@@ -47,6 +48,8 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ConnectionFailedError",
+    "DatabaseInfo",
+    "DatabaseKind",
     "Fork",
     "HistoryTail",
     "InvalidItemError",

@@ -42,8 +42,9 @@ from .errors import (
     SessionNotFoundError,
     TurnstoreError,
 )
+from .inspection import sqlite_file
 from .model import Run, SearchResult, SessionInfo, SessionPage, ToolCall, Usage, UsageRow
-from .store import Store, sqlite_path
+from .store import Store
 from .store import migrate as migrate_database
 
 __all__ = ["app", "main"]
@@ -104,57 +105,32 @@ def _shown(target: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _sqlite_file(target: str) -> Path | None:
-    """The file behind a SQLite target; None for ``:memory:`` and server URLs."""
-    if "://" in target and not target.lower().startswith("sqlite://"):
-        return None
-    path = sqlite_path(target)
-    return None if path == ":memory:" else Path(path)
-
-
-def _sqlite_tables(path: Path) -> set[str]:
-    """The tables of the SQLite file ``path``, read without changing it.
-    ``ConnectionFailedError`` if it is not a database."""
-    conn = _importers.connect_readonly(path)
-    try:
-        return set(_importers.sqlite_tables(conn, path))
-    finally:
-        conn.close()
-
-
 def _check_database(target: str, *, create: bool, sdk: bool = False) -> None:
     """Refuse, before opening, a missing file (unless ``create``), a file that is not a
     database, and a database of another kind (which opening would add tables to), which
-    includes a file of the SDK's ``SQLiteSession`` unless the command adopts it (``sdk``)."""
-    path = _sqlite_file(target)
-    if path is None:
+    includes a file of the SDK's ``SQLiteSession`` unless the command adopts it (``sdk``).
+    A server's database is left to the open to judge."""
+    if sqlite_file(target) is None:
         return
-    if not path.exists():
-        if create:
-            return
+    info = Store.inspect(target)
+    if info.kind == "turnstore" or (create and info.kind in ("missing", "empty")):
+        return
+    if info.kind == "missing":
         raise ConnectionFailedError(
             f"no database at {target}: name one with --db or ${ENV_DB}, or create one with "
             "`turnstore demo` or `turnstore import`"
         )
-    if path.is_dir():
-        raise ConnectionFailedError(f"{target} is a directory, not a database")
-    tables = _sqlite_tables(path)
-    if "turnstore_schema" in tables:
-        return
-    if not tables:
-        if create:
-            return
+    if info.kind == "empty":
         raise SchemaError(f"{target} is an empty database, not a turnstore database")
-    listed = ", ".join(sorted(tables)[:6]) + (", …" if len(tables) > 6 else "")
-    lowered = {t.lower() for t in tables}
-    if "message_structure" in lowered:
+    listed = ", ".join(info.tables[:6]) + (", …" if len(info.tables) > 6 else "")
+    if info.kind == "sdk-advanced":
         raise SchemaError(
             f"{target} is an AdvancedSQLiteSession database (tables {listed}), not a turnstore "
             f"database: copy its conversations into another with `turnstore import {target}`"
         )
-    if "agent_messages" in lowered and sdk:
+    if info.kind == "sdk-sessions" and sdk:
         return
-    if "agent_messages" in lowered:
+    if info.kind == "sdk-sessions":
         raise SchemaError(
             f"{target} is an Agents SDK session database (tables {listed}), not a turnstore "
             f"database: adopt its conversations in place with `turnstore adopt --db {target}` "
@@ -408,12 +384,7 @@ async def _session_runs(
     calls: dict[int, list[ToolCall]] = {}
     for call in await store.tool_calls(session_id=session_id, limit=None):
         calls.setdefault(call.run_id, []).append(call)
-    parents = {run.id: run.parent_id for run in runs}
-    active: set[int] = set()
-    run_id = info.head_run_id
-    while run_id is not None and run_id not in active:  # the path from the head up
-        active.add(run_id)
-        run_id = parents.get(run_id)
+    active = {run.id for run in await store.runs(session_id)}
     return info, runs, calls, active
 
 
@@ -1010,7 +981,7 @@ def _refuse_database_output(target: str, output: Path) -> None:
     """Refuse an --output that is the database or a file SQLite keeps beside it: opening it
     for writing would truncate the database. Compared as files (by inode, through links and
     ``..``), and by resolved path for one that does not exist yet."""
-    database = _sqlite_file(target)
+    database = sqlite_file(target)
     if database is None:
         return
     resolved = os.path.realpath(output)
@@ -1157,11 +1128,12 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
     Each migration and its version row land in one transaction; concurrent runs are safe."""
     target = _target(ctx, db)
 
-    async def go() -> tuple[int | None, int]:
+    async def go() -> tuple[int | None, int | None]:
         _check_database(target, create=True)
         before = await asyncio.to_thread(migrate_database, target)
-        async with _open(target) as store:
-            return before, await _schema_version(store)
+        async with _open(target):  # readable now, as every command will open it
+            pass
+        return before, (await asyncio.to_thread(Store.inspect, target)).schema_version
 
     before, version = _run(go())
     if as_json:
@@ -1197,16 +1169,6 @@ def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) 
         _print_json({"database": _shown(target), "adopted_sessions": adopted})
         return
     _say(f"{escape(_shown(target))}: {adopted} session{'s' if adopted != 1 else ''} adopted.")
-
-
-async def _schema_version(store: Store) -> int:
-    from .core.ops import Fetch, Query
-
-    def op() -> Any:
-        row = yield Query("schema_version", fetch=Fetch.ONE)
-        return row[0]
-
-    return int(await store.backend.run(op, write=False))
 
 
 @app.command()

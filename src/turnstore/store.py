@@ -27,6 +27,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .export import ExportFormat
+    from .inspection import DatabaseInfo
 from .model import (
     Branch,
     HistoryTail,
@@ -167,6 +168,15 @@ class Store:
         application is refused (``SchemaError``) and left as it was found.
         """
         return cls(_open_backend(target, options))
+
+    @staticmethod
+    def inspect(target: str | os.PathLike[str], *, schema: str | None = None) -> DatabaseInfo:
+        """What the database ``target`` (as ``open`` takes it) holds, found without creating or
+        changing anything: missing, empty, turnstore's (at which schema version), the Agents
+        SDK's session tables, or another application's. See ``turnstore.inspection``."""
+        from .inspection import inspect_database
+
+        return inspect_database(target, schema=schema)
 
     # -- per-session operations (StructuredSession is a thin layer over these) ---------------
 
