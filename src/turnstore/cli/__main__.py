@@ -1,0 +1,5 @@
+"""``python -m turnstore.cli``: the ``turnstore`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,297 @@
+"""Analytics: ``tools`` (per-tool statistics, or the calls), ``search`` (full text, every
+branch) and ``usage`` (tokens summed per group)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from .. import jsonout
+from ..core.queries import SNIPPET_MARKS
+from ..errors import InvalidOperationError
+from ..model import SearchResult, UsageRow
+from .database import open_store, run_command
+from .options import (
+    DbOption,
+    JsonOption,
+    limit_option,
+    resolve_target,
+    session_option,
+    user_option,
+    when_option,
+)
+from .output import (
+    make_console,
+    make_table,
+    milliseconds,
+    one_line,
+    print_json,
+    printable,
+    say,
+    status_style,
+)
+
+__all__ = ["search", "tools", "usage"]
+
+
+def _parse_time(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidOperationError(
+            f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00), not {value!r}"
+        ) from None
+
+
+def tools(
+    ctx: typer.Context,
+    session: Annotated[str | None, session_option("Only this session's calls.")] = None,
+    tool: Annotated[
+        str | None, typer.Option(help="Only this tool's calls.", metavar="NAME", show_default=False)
+    ] = None,
+    calls: Annotated[
+        bool, typer.Option("--calls", help="List the calls themselves, not statistics.", metavar="")
+    ] = False,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            help="With --calls: only calls of this status (failed: every failed call).",
+            metavar="STATUS",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[int, limit_option("With --calls: the newest N calls.")] = 50,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Per-tool statistics: calls, errors, error rate, p50/p95 duration; or, with --calls,
+    the calls with their arguments, output, status and duration."""
+
+    async def go() -> list[Any]:
+        async with open_store(resolve_target(ctx, db)) as store:
+            if calls:
+                return list(
+                    await store.tool_calls(
+                        session_id=session, tool_name=tool, status=status, limit=limit
+                    )
+                )
+            return list(await store.tool_stats(session_id=session, tool_name=tool))
+
+    rows = run_command(go())
+    if as_json:
+        print_json(
+            rows if calls else [{**jsonout.fields(r), "error_rate": r.error_rate} for r in rows]
+        )
+        return
+    rows = printable(rows)
+    if not rows:
+        say("No tool calls.")
+        return
+    if calls:
+        table = make_table(
+            None,
+            [
+                ("id", "right"),
+                ("session", "left"),
+                ("run", "right"),
+                ("tool", "left"),
+                ("arguments", "left"),
+                ("output", "left"),
+                ("status", "left"),
+                ("duration", "right"),
+            ],
+        )
+        for call in rows:
+            table.add_row(
+                str(call.id),
+                Text(call.session_id),
+                str(call.run_id),
+                Text(call.tool_name or call.kind or ""),
+                Text(one_line(call.arguments, 40)),
+                Text(one_line(call.error or call.output, 40)),
+                Text(call.status or "", style=status_style(call)),
+                milliseconds(call.duration_ms),
+            )
+    else:
+        table = make_table(
+            None,
+            [
+                ("tool", "left"),
+                ("calls", "right"),
+                ("errors", "right"),
+                ("error rate", "right"),
+                ("timed", "right"),
+                ("p50", "right"),
+                ("p95", "right"),
+                ("max", "right"),
+            ],
+        )
+        for stat in rows:
+            table.add_row(
+                Text(stat.tool_name or "(unnamed)"),
+                f"{stat.calls:,}",
+                f"{stat.errors:,}",
+                f"{stat.error_rate:.1%}",
+                f"{stat.timed_calls:,}",
+                milliseconds(stat.p50_ms),
+                milliseconds(stat.p95_ms),
+                milliseconds(stat.max_ms),
+            )
+    make_console().print(table)
+
+
+def _snippet(snippet: str) -> Text:
+    """A search snippet with its matches (between the search's marks) in bold."""
+    opening, closing = SNIPPET_MARKS
+    text = Text()
+    rest = " ".join(snippet.split())
+    while True:
+        start = rest.find(opening)
+        end = rest.find(closing, start + len(opening)) if start >= 0 else -1
+        if start < 0 or end < 0:
+            text.append(rest)
+            return text
+        text.append(rest[:start])
+        text.append(rest[start + len(opening) : end], style="bold yellow")
+        rest = rest[end + len(closing) :]
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[
+        str,
+        typer.Argument(
+            help='Words (all must occur), "an exact phrase", this OR that, -excluded, prefix*.',
+            metavar="QUERY",
+            show_default=False,
+        ),
+    ],
+    session: Annotated[str | None, session_option("Search only this session.")] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only items of this role: user, assistant (repeatable).",
+            metavar="ROLE",
+            show_default=False,
+        ),
+    ] = None,
+    type_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--type",
+            help="Only items of this type: message, function_call_output, … (repeatable).",
+            metavar="TYPE",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[int, limit_option("At most N results.")] = 20,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Full-text search over user and assistant messages, tool arguments and outputs, on
+    every branch of every session. Exact-phrase matches come first."""
+
+    async def go() -> list[SearchResult]:
+        async with open_store(resolve_target(ctx, db)) as store:
+            return await store.search(
+                query, session_id=session, roles=role or None, types=type_ or None, limit=limit
+            )
+
+    results = run_command(go())
+    if as_json:
+        print_json(results)
+        return
+    results = printable(results)
+    if not results:
+        say("No matches.")
+        return
+    table = make_table(
+        None, [("session", "left"), ("run", "right"), ("item", "left"), ("match", "left")]
+    )
+    for hit in results:
+        table.add_row(
+            Text(hit.session_id),
+            str(hit.run_id),
+            Text(hit.role or hit.type if hit.type == "message" else hit.type),
+            _snippet(hit.snippet),
+        )
+    make_console().print(table)
+
+
+class UsageGroupOption(str, Enum):
+    """What ``usage`` sums over."""
+
+    session = "session"
+    user = "user"
+    model = "model"
+    agent = "agent"
+    day = "day"
+
+
+def usage(
+    ctx: typer.Context,
+    by: Annotated[
+        UsageGroupOption, typer.Option(help="Sum per session, user, model, agent or UTC day.")
+    ] = UsageGroupOption.session,
+    session: Annotated[str | None, session_option("Only this session's runs.")] = None,
+    user: Annotated[str | None, user_option("Only this user's runs.")] = None,
+    since: Annotated[
+        str | None, when_option("--since", "Runs started at or after this ISO date/time.")
+    ] = None,
+    until: Annotated[
+        str | None, when_option("--until", "Runs started before this ISO date/time.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Token usage (requests, input, output, total, cached, reasoning) summed per group."""
+
+    async def go() -> list[UsageRow]:
+        async with open_store(resolve_target(ctx, db)) as store:
+            return await store.usage(
+                by.value,
+                session_id=session,
+                user_id=user,
+                since=_parse_time(since, "--since"),
+                until=_parse_time(until, "--until"),
+            )
+
+    rows = run_command(go())
+    if as_json:
+        print_json(rows)
+        return
+    rows = printable(rows)
+    if not rows:
+        say("No runs.")
+        return
+    table = make_table(
+        None,
+        [
+            (by.value, "left"),
+            ("runs", "right"),
+            ("requests", "right"),
+            ("input", "right"),
+            ("output", "right"),
+            ("total", "right"),
+            ("cached", "right"),
+            ("reasoning", "right"),
+        ],
+    )
+    totals = [0] * 7
+    for row in rows:
+        values = [row.runs, *dataclasses.astuple(row.usage)]
+        totals = [a + b for a, b in zip(totals, values, strict=True)]
+        table.add_row(
+            Text(row.key if row.key is not None else "(none)"), *(f"{v:,}" for v in values)
+        )
+    if len(rows) > 1:
+        table.add_section()
+        table.add_row("total", *(f"{v:,}" for v in totals), style="bold")
+    make_console().print(table)

@@ -1,0 +1,284 @@
+"""Moving data: ``export``, ``import``, ``migrate`` and ``adopt`` (the commands that write,
+but ``export``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from .. import Store, _importers, adopt_sdk_sessions
+from .. import migrate as migrate_database
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..inspection import sqlite_file
+from .database import check_database, open_store, run_command
+from .options import DbOption, JsonOption, display_target, resolve_target
+from .output import fail, json_safe, print_json, progress, safe_text, say
+
+__all__ = ["adopt", "export", "import_", "migrate"]
+
+
+class ExportFormatOption(str, Enum):
+    """What ``export`` writes."""
+
+    jsonl = "jsonl"
+    json = "json"
+    markdown = "markdown"
+
+
+def export(
+    ctx: typer.Context,
+    sessions_: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SESSION",
+            help="The sessions to export (default: every session; jsonl and markdown only).",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: Annotated[
+        ExportFormatOption,
+        typer.Option(
+            "--format",
+            "-f",
+            help="jsonl: one item a line (what `turnstore import` reads back); json: one "
+            "session's tree with usage and tool calls; markdown: for reading.",
+        ),
+    ] = ExportFormatOption.jsonl,
+    active: Annotated[
+        bool,
+        typer.Option("--active", help="Only the active path, not every branch.", metavar=""),
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write to this file instead of stdout.",
+            metavar="FILE",
+            show_default=False,
+            dir_okay=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export sessions: every branch unless --active. With --output, a summary is printed
+    (as JSON with --json)."""
+    if as_json and output is None:
+        raise fail("--json prints a summary of the export, so it needs --output FILE")
+
+    async def go() -> dict[str, Any]:
+        if output is not None:
+            _refuse_database_output(resolve_target(ctx, db), output)
+        async with open_store(resolve_target(ctx, db)) as store:
+            wanted = list(sessions_ or [])
+            if not wanted:
+                wanted = await _all_session_ids(store)
+            if fmt is ExportFormatOption.json and len(wanted) != 1:
+                raise InvalidOperationError(
+                    f"the json format holds one session, not {len(wanted)}: name one, or use jsonl"
+                )
+            for sid in wanted:  # every name checked before anything is written
+                if await store.session(sid) is None:
+                    raise SessionNotFoundError(f"no session {sid!r}")
+            with contextlib.ExitStack() as stack:
+                out = (
+                    stack.enter_context(output.open("w", encoding="utf-8"))
+                    if output is not None
+                    else sys.stdout
+                )
+                advance = stack.enter_context(progress(output is not None, "exporting"))
+                advance(0, len(wanted))
+                # On a terminal, stored text must not drive it (JSON stays the same data).
+                terminal = output is None and sys.stdout.isatty()
+                for index, sid in enumerate(wanted):
+                    text = await store.export(sid, fmt.value, all_branches=not active)
+                    if terminal:
+                        markdown = fmt is ExportFormatOption.markdown
+                        text = safe_text(text) if markdown else json_safe(text)
+                    if fmt is ExportFormatOption.markdown and index:
+                        out.write("\n")
+                    out.write(text)
+                    advance(1, None)
+            return {"sessions": len(wanted), "format": fmt.value, "output": str(output)}
+
+    summary = run_command(go())
+    if output is None:
+        return
+    if as_json:
+        print_json(summary)
+    else:
+        n = summary["sessions"]
+        say(f"Exported {n} session{'s' * (n != 1)} as {fmt.value} to {escape(str(output))}.")
+
+
+def _refuse_database_output(target: str, output: Path) -> None:
+    """Refuse an --output that is the database or a file SQLite keeps beside it: opening it
+    for writing would truncate the database. Compared as files (by inode, through links and
+    ``..``), and by resolved path for one that does not exist yet."""
+    database = sqlite_file(target)
+    if database is None:
+        return
+    resolved = os.path.realpath(output)
+    # SQLite keeps its -wal, -shm and -journal beside the file a symlinked path names.
+    real = os.path.realpath(database)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        own = Path(f"{real}{suffix}")
+        same = resolved == os.path.realpath(own) or (
+            own.exists() and output.exists() and os.path.samefile(output, own)
+        )
+        if same:
+            what = "the database" if not suffix else f"the database's {suffix[1:]} file"
+            raise InvalidOperationError(
+                f"--output {output} is {what} ({own}): writing it would destroy the database; "
+                "choose another file"
+            )
+
+
+async def _all_session_ids(store: Store) -> list[str]:
+    """Every session id, oldest first."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await store.sessions(limit=1000, after=cursor)
+        ids.extend(info.session_id for info in page.sessions)
+        cursor = page.next_cursor
+        if cursor is None:
+            return ids[::-1]
+
+
+class SourceKind(str, Enum):
+    """What ``import`` reads."""
+
+    auto = "auto"
+    sqlite = "sqlite"
+    sqlalchemy = "sqlalchemy"
+    jsonl = "jsonl"
+    json = "json"
+
+
+def import_(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="SOURCE",
+            help="A SQLite file of the SDK's SQLiteSession or AdvancedSQLiteSession, a "
+            "SQLAlchemy URL of SQLAlchemySession tables, or a turnstore export (jsonl, json).",
+            show_default=False,
+        ),
+    ],
+    kind: Annotated[
+        SourceKind, typer.Option("--from", help="What SOURCE is (auto: guess).")
+    ] = SourceKind.auto,
+    messages_table: Annotated[
+        str | None,
+        typer.Option(
+            "--messages-table",
+            help="The SDK's messages table, if not agent_messages (found by itself for "
+            "AdvancedSQLiteSession). Only this table is read: the sessions table holds no items.",
+            metavar="TABLE",
+            show_default=False,
+        ),
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--session",
+            help="Import only this session (repeatable).",
+            metavar="SESSION",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import conversations without loss: every item verbatim, branches as the run tree,
+    usage onto runs. Idempotent: what is already stored is recognised and not added again,
+    so a second import adds nothing and an interrupted one can simply be run again."""
+
+    async def go() -> _importers.ImportSummary:
+        src = _importers.open_source(source, kind.value, messages_table=messages_table)
+        try:
+            async with open_store(resolve_target(ctx, db), write=True, create=True) as store:
+                with progress(not as_json, "importing") as advance:
+                    advance(0, await src.total_items())
+                    return await _importers.import_source(
+                        store, src, session_ids=only, on_items=lambda n: advance(n, None)
+                    )
+        finally:
+            await src.aclose()
+
+    summary = run_command(go())
+    if as_json:
+        print_json(summary)
+        return
+    say(
+        f"Imported {summary.sessions} session{'s' * (summary.sessions != 1)} from "
+        f"{escape(summary.source)} ({summary.kind}): {summary.new_sessions} new, "
+        f"{summary.updated_sessions} updated; {summary.runs:,} runs and {summary.items:,} "
+        f"items added, {summary.unchanged_items:,} items already present"
+        + (f"; {summary.skipped:,} unreadable rows skipped" if summary.skipped else "")
+        + (
+            f"; {summary.skipped_sessions:,} sessions refused by the store"
+            if summary.skipped_sessions
+            else ""
+        )
+        + "."
+    )
+
+
+def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Create the database, or bring its schema up to this turnstore's version.
+
+    Each migration and its version row land in one transaction; concurrent runs are safe."""
+    target = resolve_target(ctx, db)
+
+    async def go() -> tuple[int | None, int | None]:
+        check_database(target, create=True)
+        before = await asyncio.to_thread(migrate_database, target)
+        async with open_store(target):  # as every read command will open it
+            pass
+        return before, (await asyncio.to_thread(Store.inspect, target)).schema_version
+
+    before, version = run_command(go())
+    if as_json:
+        print_json(
+            {"database": display_target(target), "from_version": before, "schema_version": version}
+        )
+        return
+    if before == version:
+        change = f"already at version {version}"
+    elif before is None:
+        change = f"created at version {version}"
+    else:
+        change = f"migrated from version {before} to {version}"
+    say(f"{escape(display_target(target))}: schema {change}, up to date.")
+
+
+def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Adopt every conversation the SDK's SQLiteSession wrote into this file, in place.
+
+    What StructuredSession does to each session at its first use, for all at once, so that
+    every command and the viewer show them; the SDK's own tables are only read."""
+    target = resolve_target(ctx, db)
+
+    async def go() -> int:
+        async with open_store(target, write=True, sdk=True) as store:
+            return await adopt_sdk_sessions(store)
+
+    adopted = run_command(go())
+    if as_json:
+        print_json({"database": display_target(target), "adopted_sessions": adopted})
+        return
+    say(
+        f"{escape(display_target(target))}: {adopted} session{'s' if adopted != 1 else ''} adopted."
+    )

@@ -1,0 +1,81 @@
+"""The options the commands share, declared once: the database (``--db``), ``--json``, a
+session argument, and the shapes of the filters (``--session``, ``--user``, ``--limit``,
+``--since``/``--until``) whose help each command words for itself.
+
+``DbOption`` and ``JsonOption`` are ``Annotated`` aliases; a filter is
+``Annotated[str | None, session_option("Only this session's runs.")] = None``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+
+__all__ = [
+    "DEFAULT_DB",
+    "ENV_DB",
+    "DbOption",
+    "JsonOption",
+    "SessionArg",
+    "display_target",
+    "limit_option",
+    "resolve_target",
+    "session_option",
+    "user_option",
+    "when_option",
+]
+
+DEFAULT_DB = "turnstore.db"
+ENV_DB = "TURNSTORE_DB"
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="PATH|URL",
+        help=f"Database: a SQLite path or a postgresql:// URL (else ${ENV_DB}, else {DEFAULT_DB}).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).", metavar="")]
+SessionArg = Annotated[
+    str, typer.Argument(metavar="SESSION", help="The session id.", show_default=False)
+]
+
+
+def session_option(help: str) -> Any:
+    """``--session SESSION``: a filter on one session."""
+    return typer.Option("--session", help=help, metavar="SESSION", show_default=False)
+
+
+def user_option(help: str) -> Any:
+    """``--user USER``: a filter on one user's sessions."""
+    return typer.Option("--user", help=help, metavar="USER", show_default=False)
+
+
+def limit_option(help: str) -> Any:
+    """``--limit N`` (at least 1)."""
+    return typer.Option("--limit", help=help, metavar="N", min=1)
+
+
+def when_option(name: str, help: str) -> Any:
+    """``--since``/``--until WHEN``: an ISO 8601 date or time."""
+    return typer.Option(name, help=help, metavar="WHEN", show_default=False)
+
+
+def resolve_target(ctx: typer.Context, db: str | None) -> str:
+    """The database: the command's --db, the global --db, $TURNSTORE_DB, or the default."""
+    root = ctx.find_root().obj
+    return db or (root if isinstance(root, str) else None) or os.environ.get(ENV_DB) or DEFAULT_DB
+
+
+def display_target(target: str) -> str:
+    """``target`` fit to print: a URL's password masked."""
+    parts = urlsplit(target) if "://" in target else None
+    if parts is None or parts.password is None:
+        return target
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

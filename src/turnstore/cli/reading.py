@@ -1,0 +1,348 @@
+"""Reading conversations: ``show`` (a session's run tree), ``runs`` (its runs as a table) and
+``sessions`` (the catalogue, a page at a time)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+from rich.tree import Tree
+
+from .. import Store, jsonout
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..model import Run, SessionInfo, SessionPage, ToolCall
+from .database import open_store, run_command
+from .options import (
+    DbOption,
+    JsonOption,
+    SessionArg,
+    limit_option,
+    resolve_target,
+    user_option,
+)
+from .output import (
+    clip,
+    make_console,
+    make_table,
+    milliseconds,
+    one_line,
+    print_json,
+    printable,
+    safe_text,
+    status_style,
+    timestamp,
+    usage_text,
+)
+
+__all__ = ["runs", "sessions", "show"]
+
+
+def _call_text(call: ToolCall, width: int | None) -> Text:
+    status = call.status or "?"
+    failed = call.failed
+    text = Text("⚙ ", style="cyan")
+    text.append(call.tool_name or call.kind or "tool", style="bold cyan")
+    if call.arguments:
+        text.append(" " + one_line(call.arguments, width and width // 2))
+    if call.output is not None:
+        text.append(" → ")
+        text.append(one_line(call.output, width and width // 2), style="red" if failed else "")
+    text.append("  ")
+    text.append(status, style=status_style(call))
+    if call.duration_ms is not None:
+        text.append(f" · {milliseconds(call.duration_ms)}", style="dim")
+    if call.error and call.error != call.output:
+        text.append(f"\n  error: {one_line(call.error, width)}", style="red")
+    return text
+
+
+def _run_label(run: Run, *, active: bool, head: bool) -> Text:
+    text = Text("● " if active else "○ ", style="green" if active else "dim")
+    text.append(f"run {run.id}", style="bold")
+    details = [timestamp(run.created_at)]
+    if run.agent_name:
+        details.append(run.agent_name)
+    if run.model:
+        details.append(run.model)
+    tokens = usage_text(run.usage)
+    if tokens:
+        details.append(tokens)
+    text.append("  " + " · ".join(d for d in details if d), style="dim")
+    if head:
+        text.append("  ← head", style="bold green")
+    return text
+
+
+def _add_run(
+    parent: Tree,
+    run: Run,
+    calls: Sequence[ToolCall],
+    *,
+    active: bool,
+    head: bool,
+    width: int | None,
+) -> None:
+    node = parent.add(_run_label(run, active=active, head=head))
+    if run.user_message is not None:
+        node.add(Text("user: ", style="bold blue").append(clip(run.user_message, width)))
+    for call in calls:
+        node.add(_call_text(call, width))
+    if run.assistant_message is not None:
+        node.add(
+            Text("assistant: ", style="bold magenta").append(clip(run.assistant_message, width))
+        )
+
+
+def _render_tree(
+    title: Text,
+    runs: Sequence[Run],
+    calls: dict[int, list[ToolCall]],
+    active_ids: set[int],
+    head_id: int | None,
+    width: int | None,
+) -> Tree:
+    """The session as a tree that only nests at forks: a single child continues the line."""
+    children: dict[int | None, list[Run]] = {}
+    for run in runs:
+        children.setdefault(run.parent_id, []).append(run)
+    root = Tree(title)
+
+    # A stack, not recursion: edits of edits nest forks without limit.
+    stack: list[tuple[Tree, list[Run]]] = [(root, children.get(None, []))]
+    while stack:
+        node, siblings = stack.pop()
+        while len(siblings) == 1:
+            run = siblings[0]
+            _add_run(
+                node,
+                run,
+                calls.get(run.id, []),
+                active=run.id in active_ids,
+                head=run.id == head_id,
+                width=width,
+            )
+            siblings = children.get(run.id, [])
+        if siblings:
+            fork = node.add(Text(f"⑂ {len(siblings)} branches", style="bold yellow"))
+            branches = []
+            for index, run in enumerate(siblings, 1):
+                label = Text(f"branch {index}/{len(siblings)}", style="yellow")
+                if run.id in active_ids:
+                    label.append("  active", style="bold green")
+                branches.append((fork.add(label), [run]))
+            stack.extend(reversed(branches))
+    return root
+
+
+async def _session_runs(
+    store: Store, session_id: str
+) -> tuple[SessionInfo, list[Run], dict[int, list[ToolCall]], set[int]]:
+    """The session's catalogue entry, every run, each run's tool calls, the active path."""
+    info = await store.session(session_id)
+    if info is None:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    runs = [run for run, _ in await store.tree(session_id)]
+    calls: dict[int, list[ToolCall]] = {}
+    for call in await store.tool_calls(session_id=session_id, limit=None):
+        calls.setdefault(call.run_id, []).append(call)
+    active = {run.id for run in await store.runs(session_id)}
+    return info, runs, calls, active
+
+
+def show(
+    ctx: typer.Context,
+    session: SessionArg,
+    full: Annotated[
+        bool, typer.Option("--full", help="Print messages and tool data unabridged.", metavar="")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a session as its run tree: every branch, each run's user and assistant message,
+    tool calls with status and duration, and token usage. ● marks the active path."""
+
+    async def go() -> None:
+        async with open_store(resolve_target(ctx, db)) as store:
+            info, runs, calls, active = await _session_runs(store, session)
+        if not as_json:
+            info, runs, calls = printable((info, runs, calls))
+        if as_json:
+            print_json(
+                {
+                    "session": info,
+                    "runs": [
+                        {
+                            **jsonout.fields(run),
+                            "active": run.id in active,
+                            "tool_calls": calls.get(run.id, []),
+                        }
+                        for run in runs
+                    ],
+                }
+            )
+            return
+        leaves = {r.id for r in runs} - {r.parent_id for r in runs}
+        title = Text(info.session_id, style="bold")
+        if info.title:
+            title.append(f"  “{one_line(info.title, 60)}”")
+        total = sum(run.usage.total_tokens for run in runs)
+        title.append(
+            f"  {len(runs)} run{'s' * (len(runs) != 1)} · {len(leaves)} "
+            f"branch{'es' * (len(leaves) != 1)} · {total:,} tokens",
+            style="dim",
+        )
+        width = None if full else 300
+        make_console().print(_render_tree(title, runs, calls, active, info.head_run_id, width))
+
+    run_command(go())
+
+
+def runs(
+    ctx: typer.Context,
+    session: SessionArg,
+    all_branches: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every run of every branch, not only the active path.", metavar=""
+        ),
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a session's runs (the active path, oldest first): user message, answer, tokens."""
+
+    async def go() -> None:
+        async with open_store(resolve_target(ctx, db)) as store:
+            if await store.session(session) is None:
+                raise SessionNotFoundError(f"no session {session!r}")
+            if all_branches:
+                listed = [run for run, _ in await store.tree(session)]
+            else:
+                listed = await store.runs(session)
+        if as_json:
+            print_json(listed)
+            return
+        listed = printable(listed)
+        table = make_table(
+            f"runs of {safe_text(session)}",
+            [
+                ("id", "right"),
+                ("parent", "right"),
+                ("user", "left"),
+                ("assistant", "left"),
+                ("items", "right"),
+                ("tokens", "right"),
+                ("created", "left"),
+            ],
+        )
+        for run in listed:
+            table.add_row(
+                str(run.id),
+                "" if run.parent_id is None else str(run.parent_id),
+                Text(one_line(run.user_message, 60)),
+                Text(one_line(run.assistant_message, 60)),
+                str(run.item_count),
+                f"{run.usage.total_tokens:,}",
+                timestamp(run.created_at),
+            )
+        make_console().print(table)
+
+    run_command(go())
+
+
+def _metadata_filter(pairs: Sequence[str]) -> dict[str, Any] | None:
+    """``KEY=VALUE`` pairs; a value that reads as JSON (42, true, null) is that value."""
+    if not pairs:
+        return None
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise InvalidOperationError(f"--meta takes KEY=VALUE, not {pair!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        result[key] = value if isinstance(value, (str, int, float, bool, type(None))) else raw
+    return result
+
+
+class SessionOrderOption(str, Enum):
+    """How ``sessions`` orders its listing."""
+
+    created = "created"
+    updated = "updated"
+
+
+def sessions(
+    ctx: typer.Context,
+    user: Annotated[str | None, user_option("Only this user's sessions.")] = None,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only sessions whose metadata has KEY equal to VALUE (repeatable).",
+            metavar="KEY=VALUE",
+            show_default=False,
+        ),
+    ] = None,
+    order: Annotated[
+        SessionOrderOption, typer.Option(help="Newest first by creation or by last write.")
+    ] = SessionOrderOption.created,
+    limit: Annotated[int, limit_option("Sessions per page.")] = 50,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            help="The cursor printed under the previous page.", metavar="CURSOR", show_default=False
+        ),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, newest first, a page at a time."""
+
+    async def go() -> SessionPage:
+        async with open_store(resolve_target(ctx, db)) as store:
+            return await store.sessions(
+                user_id=user,
+                metadata=_metadata_filter(meta or []),
+                order_by="created_at" if order is SessionOrderOption.created else "updated_at",
+                limit=limit,
+                after=after,
+            )
+
+    page = run_command(go())
+    if as_json:
+        print_json(page)
+        return
+    page = printable(page)
+    table = make_table(
+        None,
+        [
+            ("session", "left"),
+            ("title", "left"),
+            ("user", "left"),
+            ("head", "right"),
+            ("created", "left"),
+            ("updated", "left"),
+        ],
+    )
+    for info in page.sessions:
+        table.add_row(
+            Text(info.session_id),
+            Text(one_line(info.title, 50)),
+            Text(info.user_id or ""),
+            "" if info.head_run_id is None else str(info.head_run_id),
+            timestamp(info.created_at),
+            timestamp(info.updated_at),
+        )
+    console = make_console()
+    if page.sessions:
+        console.print(table)
+    else:
+        console.print("No sessions.")
+    if page.next_cursor is not None:
+        console.print(f"More: --after {page.next_cursor}", style="dim")

@@ -1,0 +1,94 @@
+"""``demo`` (writes the demo conversation) and ``serve`` (the web viewer)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from .. import Store
+from ..errors import ConfigurationError, TurnstoreError
+from ..model import Run
+from .database import check_database, open_store, run_command
+from .options import DbOption, JsonOption, display_target, resolve_target
+from .output import fail, print_json, say
+
+__all__ = ["demo", "serve"]
+
+
+def demo(
+    ctx: typer.Context,
+    session: Annotated[
+        str, typer.Option(help="The session id to write.", metavar="SESSION")
+    ] = "demo",
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write the demo conversation (tool calls, a handoff) into the database.
+
+    Needs the agents extra. Without OPENAI_API_KEY the SDK's ScriptedModel answers."""
+    target = resolve_target(ctx, db)
+
+    async def go() -> list[Run]:
+        try:
+            from ..demo import run_demo
+        except ImportError as exc:  # pragma: no cover - the agents extra is missing
+            raise ConfigurationError("the demo needs the agents extra") from exc
+        check_database(target, create=True)
+        # The demo narrates on stdout; with --json that would spoil the JSON.
+        redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+        with redirect:
+            await run_demo(target, session)
+        async with open_store(target) as store:
+            return await store.runs(session)
+
+    written = run_command(go())
+    if as_json:
+        print_json({"database": display_target(target), "session_id": session, "runs": written})
+    else:
+        shown = escape(display_target(target))
+        say(
+            f"Wrote session {escape(session)} ({len(written)} runs) to {shown}. "
+            f"Try: turnstore show {escape(session)} --db {shown}"
+        )
+
+
+def serve(
+    ctx: typer.Context,
+    db: DbOption = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; loopback unless you choose otherwise.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    writable: Annotated[
+        bool,
+        typer.Option("--writable", help="Allow making a branch the active one (else read-only)."),
+    ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="A host name the viewer may be reached by (repeatable); requests naming "
+            "any other are refused, so that a web page cannot reach it by DNS rebinding.",
+        ),
+    ] = None,
+) -> None:
+    """Browse the conversations in a web page: sessions, branches, tool calls, usage.
+
+    Needs the web extra (pip install 'turnstore[web]'). Stop it with Ctrl+C."""
+    target = resolve_target(ctx, db)
+    try:
+        check_database(target, create=False)
+        # Opened once now, as the server will open it, so that what would stop the server at
+        # start (a schema too old to read without migrating) is one line here.
+        Store.open(target, read_only=not writable).close()
+        from ..web import serve as serve_web
+
+        serve_web(
+            target, host=host, port=port, read_only=not writable, allow_hosts=allow_host or []
+        )
+    except TurnstoreError as exc:
+        raise fail(str(exc)) from None
