@@ -603,8 +603,8 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
         ("s1", "message", "assistant"),
     }
     for hit in hits:
-        assert "**" in hit.snippet
-        assert "sunny" in hit.snippet.lower()
+        assert hit.matches
+        assert all(hit.snippet[a:b].lower() == "sunny" for a, b in hit.matches)
     [args] = await store.search("A-17", types=["function_call"])
     assert (args.type, args.session_id) == ("function_call", "s1")
     [user_hit] = await store.search("weather", roles=["user"])
@@ -632,7 +632,9 @@ async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Sto
     assert await store.search("zebra") == []
     await store.add_items("s", [assistant("the okapi answer")])
     [hit] = await store.search("okapi")
-    assert "**okapi** answer" in hit.snippet
+    # PostgreSQL's headline leaves out the leading stop word.
+    assert hit.pieces()[-2:] == [("okapi", True), (" answer", False)]
+    assert hit.snippet in ("the okapi answer", "okapi answer")
     assert await store.search("zebra") == []
     await store.clear_session("s")
     assert await store.search("filler") == []
@@ -686,7 +688,7 @@ async def test_search_filters(store: Store) -> None:
 async def test_search_ranks_exact_phrases_first(store: Store) -> None:
     await build(store)
     hits = await store.search("refund policy")
-    texts = [(h.exact, h.snippet.replace("**", "")) for h in hits]
+    texts = [(h.exact, h.snippet) for h in hits]
     # The exact phrase first (three items hold it), then the words apart.
     assert [exact for exact, _ in texts] == [True, True, True, False]
     assert texts[-1][1].startswith("Which policy applies to my refund")
@@ -735,7 +737,7 @@ async def test_search_syntax(store: Store) -> None:
     )
 
     async def texts(query: str) -> list[str]:
-        return sorted(h.snippet.replace("**", "") for h in await store.search(query))
+        return sorted(h.snippet for h in await store.search(query))
 
     assert await texts("apples") == ["apples and oranges", "apples without anything else"]
     assert await texts("apples -oranges") == ["apples without anything else"]

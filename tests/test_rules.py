@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from builders import call, output, user
+from builders import assistant, call, output, user
 from conftest import sql
 from turnstore import Store
 from turnstore.cli import app
@@ -140,6 +140,101 @@ def test_failed_agrees_everywhere(
         if re.search(rf"\x1b\[31m{shown}\x1b\[0m", line):
             red.add(id_)
     assert red == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Search snippets: the matches are offsets, not marks in the text
+
+BOLD = "Use **bold** here, then ask about the refund."
+
+
+async def test_stored_marks_are_not_matches(store: Store) -> None:
+    await store.add_items(
+        "s", [user(BOLD), assistant("a \ufdd0refund\ufdd1 with the marks search once used")]
+    )
+    hits = await store.search("refund")
+    assert len(hits) == 2
+    by_role = {hit.role: hit for hit in hits}
+    question = by_role["user"]
+    # PostgreSQL's headline leaves out the first word and the full stop.
+    assert question.snippet in (BOLD, "bold** here, then ask about the refund")
+    assert [question.snippet[a:b] for a, b in question.matches] == ["refund"]
+    assert question.pieces()[-2:] in (
+        [("refund", True), (".", False)],
+        [(question.snippet[:-6], False), ("refund", True)],
+    )
+    # Stored text never holds the marks the backends use: they are replaced on the way in.
+    answer = by_role["assistant"]
+    assert "\ufdd0" not in answer.snippet
+    assert "\ufdd1" not in answer.snippet
+    assert [answer.snippet[a:b] for a, b in answer.matches] == ["refund"]
+    # A phrase: one match per word.
+    [phrase] = await store.search('"about the refund"')
+    matched = " ".join(phrase.snippet[a:b] for a, b in phrase.matches)
+    # SQLite marks the phrase, PostgreSQL each word but the stop word "the".
+    assert matched in ("about the refund", "about refund")
+
+
+def test_unmark() -> None:
+    from turnstore.core.queries import SNIPPET_MARKS, unmark
+
+    o, c = SNIPPET_MARKS
+    assert unmark(f"a {o}b{c} c {o}dd{c}") == ("a b c dd", ((2, 3), (6, 8)))
+    assert unmark("**x**") == ("**x**", ())
+    # A mark without its partner marks nothing.
+    assert unmark(f"a {c}b {o}c") == ("a b c", ())
+    assert unmark(f"{o}{c}x") == ("x", ())
+
+
+def test_pieces() -> None:
+    from datetime import datetime, timezone
+
+    from turnstore.model import SearchResult
+
+    def hit(snippet: str, *matches: tuple[int, int]) -> SearchResult:
+        now = datetime.now(timezone.utc)
+        return SearchResult("s", 1, 1, "message", "user", snippet, 0.0, False, now, matches)
+
+    assert hit("abc").pieces() == [("abc", False)]
+    assert hit("").pieces() == []
+    assert hit("abc", (0, 3)).pieces() == [("abc", True)]
+    assert hit("a bc d", (2, 4)).pieces() == [("a ", False), ("bc", True), (" d", False)]
+    assert hit("ab cd", (0, 2), (3, 5)).pieces() == [("ab", True), (" ", False), ("cd", True)]
+
+
+@pytest.fixture
+def bold_db(cli_target: str) -> str:
+    async def go() -> None:
+        async with Store.open(cli_target) as store:
+            await store.add_items("s", [user(BOLD)])
+
+    asyncio.run(go())
+    return cli_target
+
+
+def test_cli_and_viewer_mark_only_matches(bold_db: str) -> None:
+    from starlette.testclient import TestClient
+
+    from turnstore.web import create_app
+
+    result = CliRunner().invoke(
+        app, ["search", "refund", "--db", bold_db], env={"FORCE_COLOR": "1", "COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "bold**" in result.stdout  # PostgreSQL's headline starts at "bold"
+    assert "\x1b[1;33mrefund\x1b[0m" in result.stdout
+    assert "\x1b[1;33mbold" not in result.stdout
+    as_json = CliRunner().invoke(app, ["search", "refund", "--db", bold_db, "--json"])
+    [hit] = json.loads(as_json.stdout)
+    assert hit["snippet"] in (BOLD, "bold** here, then ask about the refund")
+    assert [hit["snippet"][a:b] for a, b in hit["matches"]] == ["refund"]
+
+    with Store.open(bold_db) as store:
+        page = TestClient(create_app(store), base_url="http://127.0.0.1").get("/sessions?q=refund")
+    assert page.status_code == 200
+    assert "<mark>refund</mark>" in page.text
+    assert "bold** here" in page.text
+    assert page.text.count("<mark>") == 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,8 +49,9 @@ class ItemInfo:
 _Handler = Callable[[Mapping[str, Any]], ItemInfo]
 _Getter = Callable[[Mapping[str, Any]], str | None]
 
-# NUL is refused by PostgreSQL TEXT, lone surrogates by every UTF-8 encoder.
-_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+# NUL is refused by PostgreSQL TEXT, lone surrogates by every UTF-8 encoder; U+FDD0 and U+FDD1
+# are the search's snippet marks (core.queries.SNIPPET_MARKS), which stored text must not hold.
+_UNSAFE = re.compile("[\x00\ud800-\udfff\ufdd0\ufdd1]")
 # Stand-ins for media parts: the (often base64) payload stays in the verbatim item only.
 _MEDIA = {"input_image": "<image>", "computer_screenshot": "<image>", "input_file": "<file>"}
 _MARKERS = frozenset(_MEDIA.values())
@@ -58,8 +59,8 @@ _PART_KEYS = ("text", "refusal", "stdout", "stderr")  # shell output entries car
 
 
 def _clean(s: str) -> str:
-    """Return ``s`` with NUL and lone surrogates replaced by U+FFFD."""
-    if s.isascii():  # O(1) in CPython, and ASCII can only hold NUL of the two
+    """Return ``s`` with NUL, lone surrogates and the snippet marks replaced by U+FFFD."""
+    if s.isascii():  # O(1) in CPython, and ASCII can only hold NUL of them
         return s.replace("\x00", "\ufffd") if "\x00" in s else s
     return _UNSAFE.sub("\ufffd", s) if _UNSAFE.search(s) else s
 

@@ -279,7 +279,9 @@ class SearchResult:
     ``rank`` is the relevance (higher is better; its scale depends on the backend; 0 when
     searching with ``order="recent"``) and
     ``exact`` says the item holds the query's words as one exact phrase: exact matches come
-    first. ``snippet`` is a short excerpt with the matches between ``**`` marks.
+    first. ``snippet`` is a short excerpt of the item's text, as stored; ``matches`` are the
+    ``(start, end)`` offsets of the matched words in it (``snippet[start:end]``), in order.
+    ``pieces()`` cuts the snippet at them for display.
     """
 
     session_id: str
@@ -291,3 +293,18 @@ class SearchResult:
     rank: float
     exact: bool
     created_at: datetime
+    matches: tuple[tuple[int, int], ...] = ()
+
+    def pieces(self) -> list[tuple[str, bool]]:
+        """The snippet as consecutive ``(text, is_match)`` pieces, empty ones left out."""
+        pieces: list[tuple[str, bool]] = []
+        position = 0
+        for start, end in self.matches:
+            if start > position:
+                pieces.append((self.snippet[position:start], False))
+            if end > start:
+                pieces.append((self.snippet[start:end], True))
+            position = max(position, end)
+        if position < len(self.snippet):
+            pieces.append((self.snippet[position:], False))
+        return pieces

@@ -4,6 +4,7 @@ branch) and ``usage`` (tokens summed per group)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
@@ -12,7 +13,6 @@ import typer
 from rich.text import Text
 
 from .. import jsonout
-from ..core.queries import SNIPPET_MARKS
 from ..errors import InvalidOperationError
 from ..model import SearchResult, UsageRow
 from .database import open_store, run_command
@@ -32,6 +32,7 @@ from .output import (
     one_line,
     print_json,
     printable,
+    safe_text,
     say,
     status_style,
 )
@@ -147,20 +148,19 @@ def tools(
     make_console().print(table)
 
 
-def _snippet(snippet: str) -> Text:
-    """A search snippet with its matches (between the search's marks) in bold."""
-    opening, closing = SNIPPET_MARKS
+def _snippet(hit: SearchResult) -> Text:
+    """A search result's snippet on one line, with its matches in bold (and, as all stored
+    text, passed through ``safe_text``: piece by piece, as the matches are offsets)."""
     text = Text()
-    rest = " ".join(snippet.split())
-    while True:
-        start = rest.find(opening)
-        end = rest.find(closing, start + len(opening)) if start >= 0 else -1
-        if start < 0 or end < 0:
-            text.append(rest)
-            return text
-        text.append(rest[:start])
-        text.append(rest[start + len(opening) : end], style="bold yellow")
-        rest = rest[end + len(closing) :]
+    pieces = hit.pieces()
+    for n, (piece, match) in enumerate(pieces):
+        piece = re.sub(r"\s+", " ", safe_text(piece))
+        if n == 0:
+            piece = piece.lstrip()
+        if n == len(pieces) - 1:
+            piece = piece.rstrip()
+        text.append(piece, style="bold yellow" if match else "")
+    return text
 
 
 def search(
@@ -208,19 +208,19 @@ def search(
     if as_json:
         print_json(results)
         return
-    results = printable(results)
     if not results:
         say("No matches.")
         return
     table = make_table(
         None, [("session", "left"), ("run", "right"), ("item", "left"), ("match", "left")]
     )
-    for hit in results:
+    for result in results:
+        hit = printable(result)
         table.add_row(
             Text(hit.session_id),
             str(hit.run_id),
             Text(hit.role or hit.type if hit.type == "message" else hit.type),
-            _snippet(hit.snippet),
+            _snippet(result),
         )
     make_console().print(table)
 

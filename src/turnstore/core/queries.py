@@ -413,7 +413,33 @@ def parse_search(text: str) -> SearchQuery:
     return SearchQuery(tuple(tuple(group) for group in groups), tuple(excluded))
 
 
-SNIPPET_MARKS = ("**", "**")
+# What the backends' snippet functions (FTS5 snippet(), ts_headline) put around each match;
+# ``search`` takes them out again and returns the matches as offsets. Two Unicode
+# noncharacters, which are for a program's internal use: the text columns never hold them
+# (items._clean replaces them), so a mark in a snippet is always one of these.
+SNIPPET_MARKS = ("\ufdd0", "\ufdd1")
+_MARK_SPLIT = re.compile(f"([{SNIPPET_MARKS[0]}{SNIPPET_MARKS[1]}])")
+
+
+def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A snippet with ``SNIPPET_MARKS`` as its text and the ``(start, end)`` offsets of the
+    marked matches in it. A mark without its partner marks nothing."""
+    opening, closing = SNIPPET_MARKS
+    texts: list[str] = []
+    spans: list[tuple[int, int]] = []
+    position = 0
+    start: int | None = None
+    for piece in _MARK_SPLIT.split(marked):
+        if piece == opening:
+            start = position
+        elif piece == closing:
+            if start is not None and position > start:
+                spans.append((start, position))
+            start = None
+        elif piece:
+            texts.append(piece)
+            position += len(piece)
+    return "".join(texts), tuple(spans)
 
 
 def search(
@@ -471,20 +497,22 @@ def search(
             # Both in the statements' order: rank (negated) first, else newest first.
             rows.sort(key=lambda row: (-row[7], row[0]) if order == "relevance" else -row[0])
             del rows[params["limit"] :]
-        results.extend(
-            SearchResult(
-                session_id=row[1],
-                run_id=row[2],
-                item_id=row[0],
-                type=row[3],
-                role=row[4],
-                snippet=row[6] or "",
-                rank=float(row[7]),
-                exact=exact,
-                created_at=as_datetime(row[5]),
+        for row in rows:
+            snippet, matches = unmark(row[6] or "")
+            results.append(
+                SearchResult(
+                    session_id=row[1],
+                    run_id=row[2],
+                    item_id=row[0],
+                    type=row[3],
+                    role=row[4],
+                    snippet=snippet,
+                    rank=float(row[7]),
+                    exact=exact,
+                    created_at=as_datetime(row[5]),
+                    matches=matches,
+                )
             )
-            for row in rows
-        )
     return results
 
 

@@ -6,7 +6,7 @@ and say what each must return. A ``None`` statement means nothing to do on this 
 
 from __future__ import annotations
 
-from ..core.queries import ORDERS
+from ..core.queries import ORDERS, SNIPPET_MARKS
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
 
 __all__ = ["QUERY_SQL", "SQL", "TS_CONFIG"]
@@ -379,8 +379,11 @@ _USAGE_KEYS = {
     "day": "to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
 }
 _RESPONSE_KEYS = {"model": "model", "agent": "agent_name"}
-# ts_headline's options are constants: the marks are queries.SNIPPET_MARKS.
-_HEADLINE = "StartSel=**, StopSel=**, MaxWords=24, MinWords=8, MaxFragments=1"
+# ts_headline's options are constants; queries.search turns the marks into offsets.
+_HEADLINE = (
+    f"StartSel={SNIPPET_MARKS[0]}, StopSel={SNIPPET_MARKS[1]}, MaxWords=24, MinWords=8, "
+    "MaxFragments=1"
+)
 
 QUERY_SQL: dict[str, str | None] = {
     **{

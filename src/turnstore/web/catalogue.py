@@ -17,23 +17,19 @@ from .params import Params
 
 __all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
 
-SEARCH_MARK = "**"  # what Store.search puts around each match in a snippet
 LIST_LIMIT = 20  # rows in the tools page's lists
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result with its snippet cut into (text, is_match) pieces, and its session."""
+    """A search result with its snippet cut into (text, is_match) pieces, and its session.
+
+    The template escapes each piece and wraps matches in <mark>: stored text never becomes
+    markup."""
 
     result: SearchResult
     pieces: list[tuple[str, bool]]
     session: SessionInfo | None
-
-
-def _pieces(snippet: str) -> list[tuple[str, bool]]:
-    # Marks alternate open/close, so every odd piece is a match. The template escapes each
-    # piece and wraps matches in <mark>: the stored text never becomes markup.
-    return [(piece, i % 2 == 1) for i, piece in enumerate(snippet.split(SEARCH_MARK)) if piece]
 
 
 async def sessions_page(store: Store, params: Params, page_size: int) -> dict[str, Any]:
@@ -47,7 +43,7 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
             if result.session_id not in sessions:
                 sessions[result.session_id] = await store.session(result.session_id)
         values["hits"] = [
-            Hit(result, _pieces(result.snippet), sessions[result.session_id])
+            Hit(result, result.pieces(), sessions[result.session_id])
             for result in results
             if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
         ]
