@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..core.queries import ORDERS, SNIPPET_MARKS
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
+from ..model import failed_sql
 
 __all__ = ["QUERY_SQL", "SQL", "TS_CONFIG"]
 
@@ -363,7 +364,7 @@ _CALL_FILTERS = """
       AND (%(tool_name)s::text IS NULL OR tool_name = %(tool_name)s)
       AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
       AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s)"""
-_FAILED = "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
+_FAILED = failed_sql()  # the one rule: model.call_failed
 
 _USAGE_FILTERS = """
       (%(sid)s::text IS NULL OR r.session_id = %(sid)s)

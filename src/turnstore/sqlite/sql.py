@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..core.queries import ORDERS
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS
+from ..model import failed_sql
 
 __all__ = ["QUERY_SQL", "SQL"]
 
@@ -317,7 +318,7 @@ _CALL_FILTERS = """
       AND (:sid IS NULL OR session_id = :sid) AND (:run_id IS NULL OR run_id = :run_id)
       AND (:tool_name IS NULL OR tool_name = :tool_name)
       AND (:since IS NULL OR created_at >= :since) AND (:until IS NULL OR created_at < :until)"""
-_FAILED = "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
+_FAILED = failed_sql()  # the one rule: model.call_failed
 
 _USAGE_FILTERS = """
       (:sid IS NULL OR r.session_id = :sid) AND (:user_id IS NULL OR s.user_id = :user_id)
