@@ -25,7 +25,7 @@ from typing import Any
 
 from _common import environment, history, write_json
 from turnstore import Store
-from turnstore._importers import ImportSummary, import_source, open_source
+from turnstore.importers import ImportSummary, import_source, open_source
 
 TARGET_S = 10.0
 Sessions = dict[str, list[dict[str, Any]]]

@@ -22,8 +22,8 @@ import workers
 from builders import assistant, user
 from conftest import sql
 from turnstore import Store, StructuredSession, adopt_sdk_sessions
-from turnstore._importers import import_source, open_source
 from turnstore.errors import ReadOnlyError
+from turnstore.importers import import_source, open_source
 
 pytestmark = pytest.mark.e2e
 

@@ -139,7 +139,7 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         patch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:rebuild])
         old = Store.open(target)
     # Write keys (core/once.py) came with a later step: this test writes without them.
-    monkeypatch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)
+    monkeypatch.setattr("turnstore.store.base.once", lambda sid, key, op, *args, **kwargs: op)
     session = StructuredSession("s", old)
     r1, r2, r3 = await converse(session, "alpha", "bravo", "charlie")
     await session.edit(r2, "bravo edited")

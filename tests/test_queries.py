@@ -1069,7 +1069,7 @@ async def test_a_version_1_database_upgrades(
             lock = lock.replace(module.sql._INDEXED_THROUGH, "NULL")
         patch.setitem(module.SQL, "lock_head", lock)
         # Nor did writes carry keys (core/once.py): write as turnstore 1 did.
-        patch.setattr("turnstore.store.once", lambda sid, key, op, *args, **kwargs: op)
+        patch.setattr("turnstore.store.base.once", lambda sid, key, op, *args, **kwargs: op)
         old = Store.open(target, **options)
         await old.add_items(
             "s",

@@ -22,7 +22,8 @@ import pytest
 
 from builders import user
 from conftest import session_target
-from turnstore import ClosedError, StructuredSession, _shared
+from turnstore import ClosedError, StructuredSession
+from turnstore.store import shared as _shared
 
 LEAK_SCRIPT = """
 import asyncio, gc, json, os, sys, threading

@@ -4,7 +4,6 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
-from ._adopt import adopt_sdk_sessions
 from .core.once import new_operation_id
 from .errors import (
     ClosedError,
@@ -22,6 +21,7 @@ from .errors import (
     StorageError,
     TurnstoreError,
 )
+from .importers import adopt_sdk_sessions
 from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
     Branch,

@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from . import _adopt, _shared, validate
+from . import validate
 from .core.append import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
+from .importers import adopt
 from .model import Branch, Run, SessionInfo, Usage
-from .store import Store, session_patch
+from .store import Store, session_patch, shared
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
@@ -202,17 +203,17 @@ class StructuredSession:
         self._hooks: SessionHooks | None = None
         self._closed = False
         self._adopted = False
-        self._lease: _shared.Lease | None = None
+        self._lease: shared.Lease | None = None
         if isinstance(db, Store):
             self._store = db
         else:
             # Sessions opened from one path or URL share the process's store for it (a
-            # session per request must not cost a connection and a thread): see _shared.
+            # session per request must not cost a connection and a thread): see store/shared.py.
             self._target = db
             self._lease = self._lease_store()
 
-    def _lease_store(self) -> _shared.Lease:
-        lease = _shared.acquire(self._target)
+    def _lease_store(self) -> shared.Lease:
+        lease = shared.acquire(self._target)
         self._store = lease.store
         # Not at exit: the shared stores are closed then anyway.
         weakref.finalize(self, lease.release).atexit = False
@@ -223,7 +224,7 @@ class StructuredSession:
         """The store this session uses; a closed session raises ``ClosedError`` instead."""
         if self._closed:
             raise ClosedError(f"session {self.session_id!r} is closed")
-        if self._lease is not None and (self._lease.inherited or _shared.closed(self._store)):
+        if self._lease is not None and (self._lease.inherited or shared.closed(self._store)):
             # A forked child's copy of the session (multiprocessing's fork start method: the
             # parent's store waits on a thread that is not in this process), or a shared store
             # someone closed by hand (session.store.close(), as when sessions owned theirs).
@@ -236,7 +237,7 @@ class StructuredSession:
         (a ``SQLiteSession`` file) is adopted: see the README, "Switching from SQLiteSession"."""
         store = self.store
         if not self._adopted:
-            await _adopt.adopt(store, self.session_id)
+            await adopt.adopt(store, self.session_id)
             self._adopted = True
         return store
 

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .. import Store, _importers, adopt_sdk_sessions
+from .. import Store, adopt_sdk_sessions
+from .. import importers as _importers
 from .. import migrate as migrate_database
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..inspection import sqlite_file

@@ -3,7 +3,7 @@
 A SQLite file that holds the SDK's ``agent_messages`` table (``SQLiteSession`` wrote it, then
 the application switched to ``StructuredSession``) keeps its conversations: the first time a
 process uses a session of it, the session's SDK history is imported into turnstore's tables
-by the importer of ``turnstore import`` (``_importers``), and marked adopted (``sdk_adopted``)
+by the importer of ``turnstore import`` (``merge.plan_merge``), and marked adopted (``sdk_adopted``)
 in the same transaction. The mark is claimed first in that transaction, so two processes
 adopting one session at once import it once (the second finds the mark and adds nothing), and
 the import happens once ever: what turnstore does to the session later (pop, compaction, a
@@ -23,24 +23,27 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import validate
-from ._importers import SourceSession, open_source, plan_merge
-from .core.append import GraftRun, graft
-from .core.codec import prepare_items
-from .core.lock import set_head
-from .core.ops import Fetch, Op, Query
-from .core.reads import session_info, session_tree
-from .errors import InvalidItemError, InvalidOperationError, ReadOnlyError
-from .sqlite import SQLiteBackend
-from .store import Store
+from .. import validate
+from ..core.append import GraftRun, graft
+from ..core.codec import prepare_items
+from ..core.lock import set_head
+from ..core.ops import Fetch, Op, Query
+from ..core.reads import session_info, session_tree
+from ..errors import InvalidItemError, InvalidOperationError, ReadOnlyError
+from ..sqlite import SQLiteBackend
+from ..store import Store
+from ..store.base import StoreBase
+from .base import SourceSession
+from .merge import plan_merge
+from .sources import open_source
 
 __all__ = ["adopt", "adopt_sdk_sessions"]
 
 # Per store: whether its file holds the SDK's messages table (checked at the store's first use).
-_sdk_files: weakref.WeakKeyDictionary[Store, bool] = weakref.WeakKeyDictionary()
+_sdk_files: weakref.WeakKeyDictionary[StoreBase, bool] = weakref.WeakKeyDictionary()
 
 
-async def adopt(store: Store, session_id: str) -> bool:
+async def adopt(store: StoreBase, session_id: str) -> bool:
     """Import ``session_id``'s history from the SDK's tables of the store's file, if it has
     some that no process has adopted yet; whether this call imported it."""
     if not await _holds_sdk_tables(store) or not await _unadopted(store, session_id):
@@ -86,7 +89,7 @@ async def adopt_sdk_sessions(store: Store) -> int:
     return sum([await adopt(store, session_id) for session_id in pending])
 
 
-async def _holds_sdk_tables(store: Store) -> bool:
+async def _holds_sdk_tables(store: StoreBase) -> bool:
     held = _sdk_files.get(store)
     if held is None:
         backend = store.backend
@@ -97,7 +100,7 @@ async def _holds_sdk_tables(store: Store) -> bool:
     return held
 
 
-async def _unadopted(store: Store, session_id: str) -> bool:
+async def _unadopted(store: StoreBase, session_id: str) -> bool:
     """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
     query = _query_of("sdk_unadopted", {"sid": session_id})
     return bool(await store.backend.run(query, write=False))
@@ -127,7 +130,7 @@ def _adopted_ids() -> Op[set[str]]:
     return {sid for (sid,) in rows}
 
 
-def _adopt(store: Store, source: SourceSession, now: Any) -> Op[bool]:
+def _adopt(store: StoreBase, source: SourceSession, now: Any) -> Op[bool]:
     """Claim the session's adoption and import what the store lacks; False if adopted before.
 
     A session that turnstore already holds (written before adoption existed, or brought in by

@@ -18,8 +18,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import validate
-from .store import Store, sqlite_path
+from .. import validate
+from . import Store
+from .opening import sqlite_path
 
 __all__ = ["IDLE_CLOSE", "Lease", "acquire", "closed"]
 

@@ -1,0 +1,209 @@
+"""What every source reads into: a session as a tree of ``SourceRun``, cut at user messages
+as the store cuts runs; ``Source``, the interface of each kind of source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .. import validate
+from ..core.codec import loads_item
+from ..errors import InvalidOperationError
+from ..items import classify
+from ..model import Usage
+
+__all__ = [
+    "USAGE_FIELDS",
+    "Row",
+    "Source",
+    "SourceRun",
+    "SourceSession",
+    "TreeBuilder",
+    "as_datetime",
+    "checked_usage",
+    "decode_item",
+    "linear_session",
+    "runs_of",
+]
+
+
+@dataclass(eq=False)
+class SourceRun:
+    """One run read from a source: a user message (except at a root) and what followed it."""
+
+    items: list[dict[str, Any]]
+    key: Hashable = None  # the run's identity in its source, to merge branches that share it
+    usage: Usage | None = None
+    created_at: datetime | None = None
+    children: list[SourceRun] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SourceSession:
+    """One conversation read from a source, as a tree of runs."""
+
+    session_id: str
+    roots: list[SourceRun] = field(default_factory=list)
+    head: SourceRun | None = None
+    skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
+
+    def walk(self) -> Iterator[tuple[SourceRun, SourceRun | None]]:
+        """Every run with its parent, parents first and siblings in order (no recursion)."""
+        stack: list[tuple[SourceRun, SourceRun | None]] = [(r, None) for r in reversed(self.roots)]
+        while stack:
+            run, parent = stack.pop()
+            yield run, parent
+            stack.extend((child, run) for child in reversed(run.children))
+
+
+class TreeBuilder:
+    """Builds a ``SourceSession`` from root-to-leaf paths, merging runs with equal keys."""
+
+    def __init__(self, session: SourceSession) -> None:
+        self.session = session
+        self._index: dict[tuple[int, Hashable], SourceRun] = {}
+
+    def add_path(self, runs: Iterable[SourceRun]) -> SourceRun | None:
+        """Add a path of runs (root first); return its leaf as stored in the tree."""
+        parent: SourceRun | None = None
+        for run in runs:
+            slot = (id(parent), run.key)
+            existing = self._index.get(slot)
+            if existing is None:
+                (parent.children if parent is not None else self.session.roots).append(run)
+                self._index[slot] = existing = run
+            elif existing.usage is None:
+                existing.usage = run.usage
+            parent = existing
+        return parent
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+
+
+class Source(ABC):
+    """A place conversations are read from, one session at a time."""
+
+    kind: str
+    location: str
+    skipped: int = 0  # rows of no readable session (a session id that is not text, …)
+
+    @abstractmethod
+    async def session_ids(self) -> list[str]:
+        """The ids of the sessions the source holds, oldest first."""
+
+    @abstractmethod
+    async def total_items(self) -> int:
+        """About how many items the source holds (for progress)."""
+
+    @abstractmethod
+    async def load(self, session_id: str) -> SourceSession:
+        """Read one session."""
+
+    async def aclose(self) -> None:  # noqa: B027 - most sources have nothing to release
+        """Release the source."""
+
+
+def decode_item(data: Any) -> dict[str, Any] | None:
+    """A stored item; None for corrupt JSON (the SDK skips it too), text that is not UTF-8, or
+    JSON that is no object."""
+    try:
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "surrogatepass")
+        item = loads_item(data)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return item if type(item) is dict else None
+
+
+def as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+Row = tuple[Any, Any, Any]  # (source key of the item, stored JSON, created_at)
+
+
+def runs_of(rows: Iterable[Row], session: SourceSession) -> list[tuple[SourceRun, list[Any]]]:
+    """Split one branch's rows into runs at user messages; returns (run, keys of its items)."""
+    keys: list[Any] = []
+    times: list[Any] = []
+    items: list[dict[str, Any]] = []
+    for key, data, created_at in rows:
+        item = decode_item(data)
+        if item is None:
+            session.skipped += 1
+            continue
+        keys.append(key)
+        times.append(created_at)
+        items.append(item)
+    return _split(items, keys, times)
+
+
+def _starts_run(item: dict[str, Any]) -> bool:
+    # The store's rule (``classify``), asked only of items that can be user messages: it is
+    # most of the cost of reading, and is paid once more while writing.
+    return item.get("role") == "user" and classify(item).starts_run
+
+
+def _split(
+    items: Sequence[dict[str, Any]], keys: Sequence[Any], times: Sequence[Any]
+) -> list[tuple[SourceRun, list[Any]]]:
+    """Cut a path of items into runs where the store would: at each user message."""
+    runs: list[tuple[SourceRun, list[Any]]] = []
+    for item, key, created_at in zip(items, keys, times, strict=True):
+        if not runs or _starts_run(item):
+            runs.append((SourceRun([], created_at=as_datetime(created_at)), []))
+        runs[-1][0].items.append(item)
+        runs[-1][1].append(key)
+    for run, run_keys in runs:
+        run.key = tuple(run_keys)
+    return runs
+
+
+def linear_session(session_id: str, rows: Iterable[Row]) -> SourceSession:
+    session = SourceSession(session_id)
+    builder = TreeBuilder(session)
+    session.head = builder.add_path(run for run, _ in runs_of(rows, session))
+    return session
+
+
+def _count(value: Any) -> int | None:
+    """A token or request count (None and 0 are 0; digits and whole floats count), or None
+    when ``value`` is not one: text, a fraction, a bool, negative, beyond 64 bits."""
+    if value is None:
+        return 0
+    if (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and value.isascii() and value.isdigit()
+    ):
+        value = int(value)
+    if type(value) is not int or not 0 <= value < 2**63:
+        return None
+    return value
+
+
+def checked_usage(counts: dict[str, Any]) -> Usage | None:
+    """A ``Usage`` of the counts named by its fields, or None if any is not a count the
+    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER)."""
+    checked = {name: _count(counts.get(name)) for name in USAGE_FIELDS}
+    if any(count is None for count in checked.values()):
+        return None
+    try:
+        return validate.optional_usage(Usage(**checked))  # type: ignore[arg-type]
+    except InvalidOperationError:
+        return None
+
+
+USAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(Usage))

@@ -1,0 +1,131 @@
+"""The source of turnstore's own exports: JSONL (any number of sessions) or one session's JSON
+document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import ConnectionFailedError, SchemaError, TurnstoreError
+from .base import Source, SourceRun, SourceSession, as_datetime, checked_usage
+
+__all__ = ["ExportSource"]
+
+
+class ExportSource(Source):
+    """turnstore's own exports (``turnstore export`` / ``Store.export``).
+
+    ``jsonl``: one line per item (see ``turnstore.export``), any number of sessions, parsed by
+    ``export.runs_from_jsonl``; the last run of a session becomes its head. ``json``: one
+    session's document, with its head and each run's usage.
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        self.location = path
+        self.kind = kind
+        self._sessions: dict[str, SourceSession] = {}
+        self._total = 0
+        try:
+            with open(path, encoding="utf-8") as file:
+                if kind == "jsonl":
+                    self._read_jsonl(file)
+                else:
+                    self._read_json(file.read())
+        except FileNotFoundError as exc:
+            raise ConnectionFailedError(f"no such file: {path}") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConnectionFailedError(f"cannot read {path}: {exc}") from exc
+
+    def _read_jsonl(self, lines: Iterable[str]) -> None:
+        """Group the lines by session; a line that is not an export record is skipped and
+        counted (the file is refused only when no line is one)."""
+        from ..export import read_jsonl
+
+        groups: dict[str, list[str]] = {}
+        first_error = ""
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                record, first_error = None, first_error or f"line {number} is not JSON ({exc})"
+            sid = record.get("session_id") if type(record) is dict else None
+            if isinstance(sid, str):
+                groups.setdefault(sid, []).append(line)
+            else:
+                self.skipped += 1
+                first_error = first_error or f"line {number} has no session_id"
+        for sid, group in groups.items():
+            new_runs, skipped = read_jsonl(group, strict=False)
+            if not new_runs:
+                self.skipped += skipped
+                first_error = first_error or f"session {sid!r} has no run whose parent is there"
+                continue
+            session = self._sessions[sid] = SourceSession(sid, skipped=skipped)
+            made: list[SourceRun] = []
+            for index, new in enumerate(new_runs):
+                run = SourceRun(
+                    list(new.items), key=index, usage=new.usage, created_at=new.created_at
+                )
+                siblings = made[new.parent].children if new.parent is not None else session.roots
+                siblings.append(run)
+                made.append(run)
+                self._total += len(run.items)
+            # Runs come in creation order, so the last one is a leaf: the newest branch.
+            session.head = made[-1] if made else None
+        if not self._sessions:
+            why = f" ({first_error})" if first_error else ""
+            raise SchemaError(f"{self.location} holds no importable turnstore export record{why}")
+
+    def _read_json(self, text: str) -> None:
+        try:
+            document = json.loads(text)
+            if document.get("format") != "turnstore-export":
+                raise ValueError('no "format": "turnstore-export"')
+            info = document["session"]
+            session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
+            made: dict[Any, SourceRun] = {}
+            for record in document["runs"]:
+                counts = record.get("usage") or {}
+                usage = checked_usage(counts) if isinstance(counts, dict) else None
+                session.skipped += usage is None  # the run is imported without its usage
+                run = SourceRun(
+                    _items(record["items"]),
+                    key=record["id"],
+                    usage=usage,
+                    created_at=as_datetime(record.get("created_at")),
+                )
+                parent = record.get("parent_id")
+                if parent is not None and parent not in made:
+                    raise ValueError(f"run {record['id']}'s parent {parent} comes after it")
+                (made[parent].children if parent is not None else session.roots).append(run)
+                made[record["id"]] = run
+                self._total += len(run.items)
+            session.head = made.get(info.get("head_run_id")) or _last(made)
+        except (ValueError, TypeError, KeyError, AttributeError, TurnstoreError) as exc:
+            raise SchemaError(f"{self.location} is not a turnstore JSON export: {exc}") from None
+
+    async def session_ids(self) -> list[str]:
+        """Sessions in order of their first line."""
+        return list(self._sessions)
+
+    async def total_items(self) -> int:
+        """Items read."""
+        return self._total
+
+    async def load(self, session_id: str) -> SourceSession:
+        """One session, already read."""
+        return self._sessions[session_id]
+
+
+def _items(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not all(type(item) is dict for item in value):
+        raise ValueError("a run's items are a list of objects")
+    return value
+
+
+def _last(runs: dict[Any, SourceRun]) -> SourceRun | None:
+    return next(reversed(runs.values()), None)

@@ -1,0 +1,302 @@
+"""Merging a source session into the store's session of the same id, and importing a
+whole source (see the package's docstring for the merge rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.append import GraftRun
+from ..core.codec import dumps_item, prepare_items
+from ..errors import (
+    ConfigurationError,
+    InvalidItemError,
+    InvalidOperationError,
+    SessionNotFoundError,
+)
+from ..model import NewRun, Run
+from ..store import Store
+from ..store.tree import graft
+from .base import Source, SourceRun, SourceSession
+
+__all__ = [
+    "ImportSummary",
+    "MergePlan",
+    "MergeResult",
+    "import_source",
+    "merge_session",
+    "plan_merge",
+]
+
+
+@dataclass
+class ImportSummary:
+    """What an import did."""
+
+    source: str = ""
+    kind: str = ""
+    sessions: int = 0  # sessions read from the source
+    new_sessions: int = 0  # of which the store did not have before
+    updated_sessions: int = 0  # of which the store had, and that gained runs or items
+    runs: int = 0  # runs added (extensions of stored runs count too)
+    items: int = 0  # items added
+    unchanged_items: int = 0  # items the store already held
+    skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
+    skipped_sessions: int = 0  # sessions the store refused (e.g. an id it cannot store)
+
+
+@dataclass(eq=False)
+class _Stored:
+    """A run already in the store, as the merge compares it."""
+
+    run_id: int
+    items: list[Any]
+    has_children: bool = False
+    _texts: list[str] | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        # The store's own serialisation, so that equal items compare equal as text (and the
+        # order of keys, which the store keeps, counts).
+        if self._texts is None:
+            self._texts = [dumps_item(item) for item in self.items]
+        return self._texts
+
+
+async def merge_session(
+    store: Store,
+    source: SourceSession,
+    *,
+    chunk_items: int = 5000,
+    on_items: Callable[[int], None] | None = None,
+) -> MergeResult:
+    """Merge ``source`` into the store's session of the same id.
+
+    Writes go in transactions of about ``chunk_items`` items; ``on_items(n)`` reports
+    progress. The head follows the source's when anything was added (or the session had
+    none); otherwise it stays where it is.
+    """
+    sid = source.session_id
+    info = await store.session(sid)
+    plan = plan_merge(source, await store.tree(sid) if info is not None else ())
+    if on_items is not None and plan.present:
+        on_items(plan.present)
+    follow = bool(plan.runs) or info is None or info.head_run_id is None
+    await _write(store, sid, plan.runs, chunk_items, on_items, head=plan.head if follow else None)
+    if follow and plan.stored_head is not None:
+        await store.move_head(sid, plan.stored_head, to_parent=False)
+    return MergeResult(
+        existed=info is not None,
+        runs=len(plan.runs),
+        items=sum(len(r.items) for r in plan.runs),
+        present=plan.present,
+    )
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What merging a source session into a stored one adds (``plan_merge``)."""
+
+    runs: list[NewRun]  # the runs to add, parents first
+    head: int | None  # the index in ``runs`` of the source's head, if it is a new run
+    stored_head: int | None  # else the stored run that holds it
+    present: int  # items the store already holds
+
+
+def plan_merge(source: SourceSession, tree: Iterable[tuple[Run, list[Any]]]) -> MergePlan:
+    """The runs of ``source`` that the stored session ``tree`` (``Store.tree``) lacks.
+
+    A run already stored at the same place with the same items is reused, a stored leaf run
+    whose items are a prefix of the source run's is extended, anything else is new.
+    """
+    children: dict[int | None, list[_Stored]] = {}
+    for stored_run, items in tree:
+        children.setdefault(stored_run.parent_id, []).append(_Stored(stored_run.id, items))
+    for stored_list in children.values():
+        for stored in stored_list:
+            stored.has_children = stored.run_id in children
+
+    new_runs: list[NewRun] = []
+    at_stored: dict[int, int] = {}  # id(source run) -> stored run id
+    at_new: dict[int, int] = {}  # id(source run) -> index in new_runs
+    consumed: set[int] = set()
+    present = 0
+    for run, parent in source.walk():
+        if parent is not None and id(parent) in at_new:
+            at_new[id(run)] = len(new_runs)
+            new_runs.append(
+                NewRun(
+                    run.items, parent=at_new[id(parent)], usage=run.usage, created_at=run.created_at
+                )
+            )
+            continue
+        parent_id = at_stored[id(parent)] if parent is not None else None
+        match, extend = _match(children.get(parent_id, ()), run, consumed)
+        if match is not None and not extend:
+            at_stored[id(run)] = match.run_id
+            present += len(run.items)
+            continue
+        at_new[id(run)] = len(new_runs)
+        if match is not None:  # a stored leaf holding the start of this run: extend it
+            present += len(match.items)
+            new_runs.append(
+                NewRun(
+                    run.items[len(match.items) :],
+                    parent_id=match.run_id,
+                    usage=run.usage,
+                    created_at=run.created_at,
+                )
+            )
+        else:
+            new_runs.append(
+                NewRun(run.items, parent_id=parent_id, usage=run.usage, created_at=run.created_at)
+            )
+    head = id(source.head) if source.head is not None else None
+    return MergePlan(
+        new_runs,
+        at_new.get(head) if head is not None else None,
+        at_stored.get(head) if head is not None else None,
+        present,
+    )
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What ``merge_session`` did to one session."""
+
+    existed: bool  # the store had the session before
+    runs: int  # runs added (an extension of a stored run counts as one)
+    items: int  # items added
+    present: int  # items the store already held
+
+
+def _match(
+    candidates: Iterable[_Stored], run: SourceRun, consumed: set[int]
+) -> tuple[_Stored | None, bool]:
+    """The stored sibling that holds ``run`` (exact), or a leaf holding its start (extend).
+
+    Each stored run matches one source run at most, so equal siblings stay two runs.
+    """
+    texts: list[str] | None = None
+    prefix: _Stored | None = None
+    for stored in candidates:
+        if stored.run_id in consumed or len(stored.items) > len(run.items):
+            continue
+        if texts is None:
+            texts = [dumps_item(item) for item in run.items]
+        if stored.texts == texts:
+            consumed.add(stored.run_id)
+            return stored, False
+        if (
+            prefix is None
+            and not stored.has_children
+            and stored.texts == texts[: len(stored.items)]
+        ):
+            prefix = stored
+    if prefix is not None:
+        consumed.add(prefix.run_id)
+        return prefix, True
+    return None, False
+
+
+async def _write(
+    store: Store,
+    session_id: str,
+    runs: Sequence[NewRun],
+    chunk_items: int,
+    on_items: Callable[[int], None] | None,
+    *,
+    head: int | None = None,
+) -> list[int]:
+    """Add ``runs`` in transactions of about ``chunk_items`` items; their ids in order.
+
+    The head moves to ``runs[head]`` (with the chunk that writes it), or stays.
+
+    Chunks keep each transaction (and the write lock) short and let progress show; an import
+    interrupted between chunks resumes by merging again. Each chunk's items are checked and
+    classified here while the store's thread writes the previous chunk.
+    """
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while start < len(runs):
+        stop, size = start, 0
+        while stop < len(runs) and (stop == start or size + len(runs[stop].items) <= chunk_items):
+            size += len(runs[stop].items)
+            stop += 1
+        chunks.append((start, stop))
+        start = stop
+    ids: list[int] = []
+    writing: asyncio.Future[list[int]] | None = None
+    written = 0
+    for start, stop in chunks:
+        try:
+            prepared = [prepare_items(run.items) for run in runs[start:stop]]
+        except BaseException:
+            if writing is not None:  # let the chunk in flight land before giving up
+                with contextlib.suppress(Exception):
+                    await writing
+            raise
+        if writing is not None:
+            ids.extend(await writing)
+            if on_items is not None:
+                on_items(written)
+        grafts = []
+        for run, batch in zip(runs[start:stop], prepared, strict=True):
+            parent, parent_id = run.parent, run.parent_id
+            if parent is not None:
+                # A parent written by an earlier chunk is a stored run by now.
+                parent, parent_id = (
+                    (None, ids[parent]) if parent < start else (parent - start, None)
+                )
+            grafts.append(GraftRun(batch, parent_id, parent, run.usage, run.created_at))
+        local_head = head - start if head is not None and start <= head < stop else None
+        writing = asyncio.ensure_future(graft(store, session_id, grafts, local_head))
+        # Let the task hand the chunk to the store's thread before this one prepares the next.
+        await asyncio.sleep(0)
+        written = sum(len(batch) for batch in prepared)
+    if writing is not None:
+        ids.extend(await writing)
+        if on_items is not None:
+            on_items(written)
+    return ids
+
+
+async def import_source(
+    store: Store,
+    source: Source,
+    *,
+    session_ids: Sequence[str] | None = None,
+    on_items: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Merge every session of ``source`` (or only ``session_ids``) into ``store``."""
+    summary = ImportSummary(source=source.location, kind=source.kind)
+    available = await source.session_ids()
+    if session_ids:
+        missing = [sid for sid in session_ids if sid not in set(available)]
+        if missing:
+            raise SessionNotFoundError(
+                f"{source.location} holds no session {', '.join(map(repr, missing))}"
+            )
+        available = [sid for sid in available if sid in set(session_ids)]
+    summary.skipped += source.skipped
+    for sid in available:
+        session = await source.load(sid)
+        try:
+            merged = await merge_session(store, session, on_items=on_items)
+        except (ConfigurationError, InvalidOperationError, InvalidItemError):
+            # What the store refuses in this session's data; the rest of the import goes on.
+            summary.skipped_sessions += 1
+            summary.skipped += session.skipped + sum(len(run.items) for run, _ in session.walk())
+            continue
+        summary.sessions += 1
+        summary.new_sessions += not merged.existed
+        summary.updated_sessions += merged.existed and merged.runs > 0
+        summary.runs += merged.runs
+        summary.items += merged.items
+        summary.unchanged_items += merged.present
+        summary.skipped += session.skipped
+    return summary

@@ -1,0 +1,189 @@
+"""The source of a SQLite file of the SDK's ``SQLiteSession`` or ``AdvancedSQLiteSession``
+(its branches and per-turn usage), read through a read-only connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConnectionFailedError, SchemaError
+from ..model import Usage
+from ..sqlite import connect_read_only
+from .base import (
+    Source,
+    SourceSession,
+    TreeBuilder,
+    checked_usage,
+    decode_item,
+    linear_session,
+    runs_of,
+)
+
+__all__ = ["SQLiteSource", "connect_readonly", "sqlite_tables"]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file ``path`` (which must exist), also in a
+    directory it cannot write."""
+    conn = connect_read_only(path)
+    conn.text_factory = _text
+    return conn
+
+
+def _text(value: bytes) -> str | bytes:
+    # TEXT that is not UTF-8 comes back as bytes (sqlite3 would fail the whole query): the
+    # readers skip and count what holds it, and go on.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
+def sqlite_tables(conn: sqlite3.Connection, name: str | Path) -> list[str]:
+    """The tables of a SQLite database; ``ConnectionFailedError`` if it is not one."""
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ConnectionFailedError(f"{name} is not a SQLite database ({exc})") from exc
+    # A name that is not UTF-8 (see _text) is shown, never matched.
+    return [t if isinstance(t, str) else t.decode("utf-8", "replace") for (t,) in rows]
+
+
+class SQLiteSource(Source):
+    """A SQLite file written by the SDK's ``SQLiteSession`` or ``AdvancedSQLiteSession``."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str, messages_table: str | None) -> None:
+        self.location = path
+        if not Path(path).is_file():
+            raise ConnectionFailedError(f"no such file: {path}")
+        self._conn = connect_readonly(Path(path))  # importing never changes the source
+        tables = {name.lower(): name for name in sqlite_tables(self._conn, path)}
+        self.advanced = "message_structure" in tables
+        if messages_table is None and self.advanced:
+            # The structure table's foreign key names the messages table it belongs to.
+            for row in self._conn.execute("PRAGMA foreign_key_list(message_structure)"):
+                if row[3] == "message_id":
+                    messages_table = row[2]
+        messages_table = messages_table or "agent_messages"
+        if messages_table.lower() not in tables:
+            hint = (
+                " (it is a turnstore database: use `turnstore export` and import the JSONL)"
+                if "turnstore_schema" in tables
+                else f"; it has {', '.join(sorted(tables.values())) or 'no tables'}"
+            )
+            raise SchemaError(
+                f"{path} holds no {messages_table!r} table of Agents SDK session messages{hint}"
+            )
+        self.kind = "advanced-sqlite" if self.advanced else "sqlite"
+        self._messages = _quote(tables[messages_table.lower()])
+        self._usage = "turn_usage" in tables
+
+    def _query(self, sql: str, *params: Any) -> list[Any]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise SchemaError(f"cannot read {self.location}: {exc}") from exc
+
+    async def session_ids(self) -> list[str]:
+        """Sessions in order of their first message (the rows of an id that is not UTF-8
+        text are counted as skipped)."""
+        rows = self._query(
+            f"SELECT session_id, count(*) FROM {self._messages} "
+            "GROUP BY session_id ORDER BY min(id)"
+        )
+        self.skipped = sum(count for sid, count in rows if isinstance(sid, bytes))
+        return [str(sid) for sid, _ in rows if not isinstance(sid, bytes)]
+
+    async def aclose(self) -> None:
+        """Close the read-only connection."""
+        self._conn.close()
+
+    async def total_items(self) -> int:
+        """Rows of the messages table."""
+        return int(self._query(f"SELECT count(*) FROM {self._messages}")[0][0])
+
+    async def load(self, session_id: str) -> SourceSession:
+        """One session: linear, or its branches when it has AdvancedSQLiteSession structure."""
+        if self.advanced and self._query(
+            "SELECT 1 FROM message_structure WHERE session_id = ? LIMIT 1", session_id
+        ):
+            return self._load_branches(session_id)
+        rows = self._query(
+            f"SELECT id, message_data, created_at FROM {self._messages} "
+            "WHERE session_id = ? ORDER BY id",
+            session_id,
+        )
+        return linear_session(session_id, rows)
+
+    def _load_branches(self, session_id: str) -> SourceSession:
+        # Only messages with structure rows: the ones AdvancedSQLiteSession itself returns.
+        rows = self._query(
+            f"""SELECT s.branch_id, s.message_id, m.message_data, m.created_at,
+                       s.user_turn_number
+                FROM message_structure s JOIN {self._messages} m ON m.id = s.message_id
+                WHERE s.session_id = ?
+                ORDER BY s.sequence_number, s.id""",
+            session_id,
+        )
+        session = SourceSession(session_id)
+        branches: dict[str, list[tuple[Any, ...]]] = {}  # in order of first appearance
+        for row in rows:
+            branches.setdefault(row[0], []).append(row[1:])
+        usage_rows = (
+            self._query(
+                """SELECT branch_id, user_turn_number, requests, input_tokens, output_tokens,
+                      total_tokens, input_tokens_details, output_tokens_details
+               FROM turn_usage WHERE session_id = ?""",
+                session_id,
+            )
+            if self._usage
+            else []
+        )
+        usage = {}
+        for branch, turn, *row in usage_rows:
+            counted = _turn_usage(row)
+            if counted is None:
+                session.skipped += 1
+            else:
+                usage[(branch, turn)] = counted
+        builder = TreeBuilder(session)
+        # "main" first (the branch a new AdvancedSQLiteSession is on), then in creation order:
+        # branches that share runs with it become siblings at their fork point.
+        for branch in sorted(branches, key=lambda b: b != "main"):
+            turns = {message_id: turn for message_id, _, _, turn in branches[branch]}
+            runs = runs_of(((m, data, at) for m, data, at, _ in branches[branch]), session)
+            for run, keys in runs:
+                run.usage = usage.get((branch, turns[keys[0]]))
+            leaf = builder.add_path(run for run, _ in runs)
+            if session.head is None:
+                session.head = leaf
+        return session
+
+
+def _turn_usage(row: Sequence[Any]) -> Usage | None:
+    """A ``turn_usage`` row's usage; None if it holds something that is not a count."""
+    requests, input_tokens, output_tokens, total_tokens, input_details, output_details = row
+
+    def detail(data: Any, key: str) -> Any:
+        parsed = decode_item(data) if data is not None else None
+        return (parsed or {}).get(key)
+
+    return checked_usage(
+        {
+            "requests": requests,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": total_tokens,
+            "cached_tokens": detail(input_details, "cached_tokens"),
+            "reasoning_tokens": detail(output_details, "reasoning_tokens"),
+        }
+    )

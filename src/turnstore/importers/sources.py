@@ -1,0 +1,60 @@
+"""Opening a source of conversations by kind, or by what its file holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigurationError, ConnectionFailedError, SchemaError
+from .base import Source
+from .exports import ExportSource
+from .sdk_sqlalchemy import SQLAlchemySource
+from .sdk_sqlite import SQLiteSource
+
+__all__ = ["SOURCE_KINDS", "open_source"]
+
+
+SOURCE_KINDS = ("auto", "sqlite", "sqlalchemy", "jsonl", "json")
+"""What ``--from`` accepts: ``sqlite`` covers both SQLiteSession and AdvancedSQLiteSession."""
+
+
+def open_source(location: str, kind: str = "auto", *, messages_table: str | None = None) -> Source:
+    """Open ``location`` as a source of conversations; ``kind`` one of ``SOURCE_KINDS``.
+
+    ``auto`` picks ``sqlalchemy`` for a URL, ``sqlite`` for a SQLite file (SQLiteSession or
+    AdvancedSQLiteSession), ``jsonl`` for a text file whose first line is a JSON object, and
+    ``json`` for a JSON document.
+    """
+    if kind not in SOURCE_KINDS:
+        raise ConfigurationError(f"unknown source kind {kind!r}: use one of {SOURCE_KINDS}")
+    if kind == "auto":
+        kind = _sniff(location)
+    if kind == "sqlalchemy":
+        return SQLAlchemySource(location, messages_table)
+    if kind in ("jsonl", "json"):
+        return ExportSource(location, kind)
+    return SQLiteSource(location, messages_table)
+
+
+def _sniff(location: str) -> str:
+    if "://" in location:
+        return "sqlalchemy"
+    path = Path(location)
+    if not path.is_file():
+        raise ConnectionFailedError(f"no such file: {location}")
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+            file.seek(0)
+            first_line = file.readline()
+    except OSError as exc:
+        raise ConnectionFailedError(f"cannot read {location}: {exc}") from exc
+    if head.startswith(b"SQLite format 3\0"):
+        return "sqlite"
+    if head.lstrip()[:1] == b"{":
+        try:
+            json.loads(first_line)
+        except ValueError:
+            return "json"  # a document spread over lines
+        return "jsonl"
+    raise SchemaError(f"{location} is neither a SQLite database nor a turnstore export")

@@ -1,0 +1,204 @@
+"""Analytics across sessions: tool calls and their statistics, usage, model calls, search,
+export."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .. import validate
+from ..core import queries
+from ..core.queries import SearchOrder, UsageGroup
+from ..model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
+from .base import NO_LIMIT, StoreBase, limit_arg
+
+if TYPE_CHECKING:
+    from ..export import ExportFormat
+
+__all__ = ["AnalyticsMixin"]
+
+
+class AnalyticsMixin(StoreBase):
+    """Queries over every session: tool calls, usage, model responses, search, export."""
+
+    async def tool_calls(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = 100,
+    ) -> list[ToolCall]:
+        """The newest ``limit`` tool calls that match every filter given, oldest first.
+
+        ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
+        an MCP call's error, or an output that reports an error (the SDK's messages for a
+        tool that raised or timed out, see ``turnstore.core.append.reports_error``). Other
+        statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
+        ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        status = validate.optional_text(status, "status")
+        size = limit_arg(limit) if limit is not None else NO_LIMIT
+        return await self.backend.run(
+            lambda: queries.tool_calls(**filters, status=status, limit=size), write=False
+        )
+
+    async def slowest_tool_calls(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 10,
+    ) -> list[ToolCall]:
+        """The ``limit`` longest-running tool calls whose duration is known, longest first.
+
+        Filters as in ``tool_calls``.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        status = validate.optional_text(status, "status")
+        size = limit_arg(limit)
+        return await self.backend.run(
+            lambda: queries.tool_calls(**filters, status=status, limit=size, slowest=True),
+            write=False,
+        )
+
+    async def tool_stats(
+        self,
+        *,
+        session_id: str | None = None,
+        run_id: int | None = None,
+        tool_name: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ToolStats]:
+        """Per-tool calls, errors, error rate and p50/p95 duration; the most used tool first.
+
+        Errors count as in ``tool_calls(status="failed")``. Durations are known for calls
+        run under ``session.hooks``; the statistics ignore the others.
+        """
+        filters = self._call_filters(session_id, run_id, tool_name, since, until)
+        return await self.backend.run(lambda: queries.tool_stats(**filters), write=False)
+
+    def _call_filters(
+        self,
+        session_id: str | None,
+        run_id: int | None,
+        tool_name: str | None,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> dict[str, Any]:
+        return {
+            "session_id": validate.optional_key(session_id, "session_id"),
+            "run_id": validate.filter_id(run_id, "run_id"),
+            "tool_name": validate.optional_text(tool_name, "tool_name"),
+            "since": self._bind_time(validate.optional_time(since, "since")),
+            "until": self._bind_time(validate.optional_time(until, "until")),
+        }
+
+    async def model_responses(
+        self, *, session_id: str | None = None, run_id: int | None = None, limit: int = 100
+    ) -> list[ModelResponse]:
+        """The newest ``limit`` model calls recorded by ``session.hooks``, oldest first."""
+        session_id = validate.optional_key(session_id, "session_id")
+        run_id = validate.filter_id(run_id, "run_id")
+        size = limit_arg(limit)
+        return await self.backend.run(
+            lambda: queries.model_responses(session_id=session_id, run_id=run_id, limit=size),
+            write=False,
+        )
+
+    async def usage(
+        self,
+        group_by: UsageGroup = "session",
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[UsageRow]:
+        """Requests and tokens summed per session, user, model, agent or UTC day.
+
+        Filters select runs (``since`` inclusive, ``until`` exclusive, on the run's start).
+        Without ``session.hooks`` runs carry no model or agent, and count under ``None``.
+        """
+        group_by = validate.choice(group_by, "group_by", queries.GROUPS)
+        session_id = validate.optional_key(session_id, "session_id")
+        user_id = validate.optional_text(user_id, "user_id")
+        start = self._bind_time(validate.optional_time(since, "since"))
+        end = self._bind_time(validate.optional_time(until, "until"))
+        return await self.backend.run(
+            lambda: queries.usage(
+                group_by, session_id=session_id, user_id=user_id, since=start, until=end
+            ),
+            write=False,
+        )
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        roles: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        limit: int = 20,
+        order: SearchOrder = "relevance",
+    ) -> list[SearchResult]:
+        """Full-text search over user and assistant text, tool arguments and tool outputs.
+
+        The query is web-search style: words (all must occur), ``"an exact phrase"``,
+        ``this OR that``, ``-excluded``, ``prefix*``; anything else is plain text, so no
+        input is a syntax error. Items holding the query's words as one exact phrase come
+        first, then the rest by relevance. ``roles`` (``"user"``, ``"assistant"``) and
+        ``types`` (``"message"``, ``"function_call"``, ``"function_call_output"``, …) filter
+        the items; every branch of every session is searched unless ``session_id`` is given.
+        ``order="recent"`` returns the newest matches instead of the most relevant: ranking
+        costs a few microseconds per matching item, so prefer it for words that occur in many
+        thousands of items.
+        """
+        order = validate.choice(order, "order", queries.SEARCH_ORDERS)
+        query = validate.text(query, "a search query")
+        session_id = validate.optional_key(session_id, "session_id")
+        role_list = validate.text_list(roles, "roles")
+        type_list = validate.text_list(types, "types")
+        size = limit_arg(limit)
+        return await self.backend.run(
+            lambda: queries.search(
+                query,
+                session_id=session_id,
+                roles=role_list,
+                types=type_list,
+                limit=size,
+                order=order,
+                feed=not self.backend.read_only,
+            ),
+            write=False,
+        )
+
+    async def export(
+        self, session_id: str, format: ExportFormat = "jsonl", *, all_branches: bool = False
+    ) -> str:
+        """The session as ``"jsonl"`` (one item a line), ``"json"`` (the tree) or ``"markdown"``.
+
+        The active path by default; ``all_branches=True`` exports every run of the tree. See
+        ``turnstore.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
+        ``add_runs``. Raises ``SessionNotFoundError`` for an unknown session.
+        """
+        from .. import export
+
+        sid = validate.key(session_id, "session_id")
+        fmt = validate.choice(format, "format", export.FORMATS)
+        every = validate.flag(all_branches, "all_branches")
+        data = await self.backend.run(lambda: queries.export_data(sid, every), write=False)
+        # On a thread of its own: a long session's rendering does not hold up the event loop,
+        # and the deepest item JSON can hold (see export._dumps) has the whole stack to render.
+        return await asyncio.to_thread(export.render, data, fmt)

@@ -1,0 +1,136 @@
+"""The session catalogue: list sessions, read and change a session's entry, delete one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .. import validate
+from ..core import append, queries, reads
+from ..core.ops import Op
+from ..core.queries import SessionOrder
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..model import SessionInfo, SessionPage
+from .base import StoreBase, limit_arg
+
+__all__ = ["CatalogueMixin", "session_patch"]
+
+
+def _session_entry(session_id: str) -> Op[SessionInfo]:
+    info = yield from reads.session_info(session_id)
+    if info is None:
+        raise SessionNotFoundError(f"session {session_id!r} was deleted since")
+    return info
+
+
+def session_patch(
+    *, user_id: Any = None, title: Any = None, metadata: Any = None
+) -> append.SessionPatch:
+    """Check catalogue fields and make the ``SessionPatch`` that writes them."""
+    return append.SessionPatch(
+        user_id=validate.optional_key(user_id, "user_id"),
+        title=validate.optional_text(title, "title"),
+        metadata=None if metadata is None else validate.metadata(metadata),
+    )
+
+
+class CatalogueMixin(StoreBase):
+    """One page of the catalogue at a time; a session's user, title and metadata."""
+
+    async def session(self, session_id: str) -> SessionInfo | None:
+        """The session's catalogue entry, or None if it has never been written."""
+        sid = validate.key(session_id, "session_id")
+        return await self.backend.run(lambda: reads.session_info(sid), write=False)
+
+    async def sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        order_by: SessionOrder = "created_at",
+        limit: int = 50,
+        after: str | None = None,
+    ) -> SessionPage:
+        """One page of the session catalogue, newest first.
+
+        ``metadata`` keeps sessions whose metadata holds every given key with an equal
+        (scalar) value. Times are exclusive bounds; naive datetimes are UTC. Pass the page's
+        ``next_cursor`` as ``after`` for the next page: keyset pagination, so any page costs
+        what the first does. ``order_by="created_at"`` (the default) lists each session once
+        even while sessions are written; ``"updated_at"`` lists the most recently active
+        first, and a session written between two pages moves ahead of the cursor (it is not
+        repeated, and it is not on the later pages).
+        """
+        order_by = validate.choice(order_by, "order_by", queries.ORDERS)
+        user_id = validate.optional_text(user_id, "user_id")
+        after = validate.optional_text(after, "after")
+        size = limit_arg(limit)
+        meta = validate.metadata_filter(metadata)
+        times = {
+            name: self._bind_time(validate.optional_time(value, name))
+            for name, value in (
+                ("created_after", created_after),
+                ("created_before", created_before),
+                ("updated_after", updated_after),
+                ("updated_before", updated_before),
+            )
+        }
+        return await self.backend.run(
+            lambda: queries.list_sessions(
+                user_id=user_id,
+                metadata=meta,
+                order_by=order_by,
+                limit=size,
+                after=after,
+                **times,
+            ),
+            write=False,
+        )
+
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
+    ) -> SessionInfo:
+        """Set the session's user, title or metadata (None leaves a field unchanged).
+
+        ``metadata`` replaces the stored metadata (a JSON-serialisable mapping). A session
+        that does not exist yet is created, with no runs. Returns the updated entry.
+        """
+        patch = session_patch(user_id=user_id, title=title, metadata=metadata)
+        return await self.patch_session(session_id, patch, operation_id=operation_id)
+
+    async def patch_session(
+        self, session_id: str, patch: append.SessionPatch, *, operation_id: str | None = None
+    ) -> SessionInfo:
+        """Like ``update_session``, with fields already checked by ``session_patch``."""
+        sid = validate.key(session_id, "session_id")
+        if not isinstance(patch, append.SessionPatch):
+            raise InvalidOperationError(f"patch must be a SessionPatch, got {type(patch).__name__}")
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: append.update_session(sid, patch, now),
+            operation_id,
+            lambda info: True,  # a repeat returns the entry as it is then
+            lambda kept: _session_entry(sid),
+        )
+
+    async def delete_session(self, session_id: str, *, operation_id: str | None = None) -> None:
+        """Delete the session with every run, item, tool call and index entry.
+
+        Unlike ``clear_session`` (the SDK's, which ignores unknown sessions) this raises
+        ``SessionNotFoundError`` when there is no such session.
+        """
+        sid = validate.key(session_id, "session_id")
+        await self._adopt_before_ending(sid)
+        await self._write(sid, lambda: queries.delete_session(sid), operation_id, ends_session=True)

@@ -1,0 +1,126 @@
+"""The conversation: what ``StructuredSession`` does through the store (the SDK protocol)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .. import validate
+from ..core import append, compaction, history, reads
+from ..core.codec import prepare_items
+from ..errors import InvalidOperationError
+from ..model import HistoryTail, Usage
+from .base import NO_LIMIT, StoreBase, limit_arg
+
+__all__ = ["ConversationMixin"]
+
+
+class ConversationMixin(StoreBase):
+    """Append, read, pop and clear a session's active path; compact what the model sees."""
+
+    async def add_items(
+        self,
+        session_id: str,
+        items: Sequence[Any],
+        usage: Usage | None = None,
+        *,
+        info: append.SessionPatch | None = None,
+        telemetry: append.Telemetry | None = None,
+        owner: int | None = None,
+        operation_id: str | None = None,
+    ) -> int | None:
+        """Append a batch to ``session_id``'s active path in one transaction.
+
+        ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
+        returned (None when nothing was written): the run the batch's first user message
+        starts, else ``owner`` (the run of the writer's earlier batches, e.g. one Runner call:
+        see ``append.append``), else the head. ``info`` (catalogue fields) and ``telemetry``
+        (what ``session.hooks`` recorded) are written in the same transaction;
+        ``StructuredSession`` passes them.
+
+        Every write method takes ``operation_id``, the write's key (made afresh when None):
+        a write is applied at most once per key, and a repeat returns the first one's result.
+        Pass the key of an ``OutcomeUnknownError`` to retry its write safely.
+        """
+        sid = validate.key(session_id, "session_id")
+        usage = validate.optional_usage(usage)
+        owner = validate.filter_id(owner, "owner")
+        if info is not None and not isinstance(info, append.SessionPatch):
+            raise InvalidOperationError(f"info must be a SessionPatch, got {type(info).__name__}")
+        if telemetry is not None and not isinstance(telemetry, append.Telemetry):
+            raise InvalidOperationError(
+                f"telemetry must be a Telemetry, got {type(telemetry).__name__}"
+            )
+        batch = prepare_items(items)
+        if not batch and usage is None and info is None and not telemetry:
+            return None
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: append.append(
+                sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner
+            ),
+            operation_id,
+        )
+
+    async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
+        """The newest ``limit`` items the model sees (all when None), oldest first.
+
+        That is the active path's items, except that a compaction run's items stand in for the
+        runs it replaced.
+        """
+        sid = validate.key(session_id, "session_id")
+        if limit is not None:
+            if validate.count(limit, "limit") == 0:
+                return []
+            limit = min(limit, NO_LIMIT)
+        return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
+
+    async def pop_item(self, session_id: str, *, operation_id: str | None = None) -> Any:
+        """Remove and return the newest item of the active path, or None."""
+        sid = validate.key(session_id, "session_id")
+        now = self.backend.now()
+        return await self._write(sid, lambda: history.pop_item(sid, now), operation_id)
+
+    async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
+        """Delete the session with every branch and derived row."""
+        sid = validate.key(session_id, "session_id")
+        await self._adopt_before_ending(sid)
+        await self._write(sid, lambda: history.clear_session(sid), operation_id, ends_session=True)
+
+    async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:
+        """The newest ``limit`` items the model sees, for ``compact``; None if one is corrupt."""
+        sid = validate.key(session_id, "session_id")
+        size = limit_arg(limit)
+        return await self.backend.run(lambda: compaction.history_tail(sid, size), write=False)
+
+    async def compact(
+        self,
+        session_id: str,
+        items: Sequence[Any],
+        *,
+        tail: HistoryTail | None = None,
+        start: int = 0,
+        operation_id: str | None = None,
+    ) -> bool:
+        """Replace what the model sees from ``tail.items[start]`` on by ``items``: a compaction.
+
+        Without ``tail`` the whole history the model sees is replaced. One transaction, and
+        nothing is deleted: the compacted items become a compaction run below the head, the
+        replaced runs stay in the transcript marked ``compacted`` (see README, "Compaction").
+        Returns False, changing nothing, when the newest items are no longer ``tail``'s or
+        ``start`` leaves none of them to replace (as the SDK's ``SQLiteSession`` does).
+        """
+        sid = validate.key(session_id, "session_id")
+        batch = prepare_items(items)
+        replaced = None
+        if tail is not None:
+            if not isinstance(tail, HistoryTail):
+                raise InvalidOperationError(f"tail must be a HistoryTail, got {tail!r}")
+            replaced = tail.rows[validate.count(start, "start") :]
+        elif start != 0:
+            raise InvalidOperationError("start needs a tail")
+        now = self.backend.now()
+        return await self._write(
+            sid, lambda: compaction.compact(sid, batch, now, replaced), operation_id
+        )

@@ -1,0 +1,56 @@
+"""Opening a database: the backend a path or URL names, with its options checked."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .. import validate
+from ..core.ops import Backend
+from ..errors import ConfigurationError
+
+__all__ = ["open_backend", "sqlite_path"]
+
+
+def sqlite_path(target: str) -> str:
+    """The SQLite path a target names: ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
+    ``sqlite://`` (``:memory:``), or a plain path as it is."""
+    if not target.lower().startswith("sqlite://"):
+        return target
+    path = target[len("sqlite://") :]
+    return (path[1:] if path.startswith("/") else path) or ":memory:"
+
+
+def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> Backend:
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str):
+        raise ConfigurationError(
+            f"a database is a path, ':memory:' or a URL, not {type(target).__name__}"
+        )
+    validate.open_target(target)
+    # Not urlsplit: it raises ValueError on some malformed URLs, which the backend reports.
+    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from ..postgres import PostgresBackend
+        except ImportError as exc:
+            raise ConfigurationError(
+                "PostgreSQL needs the postgres extra: pip install 'turnstore[postgres]'"
+            ) from exc
+        validate.open_options(PostgresBackend, "PostgreSQL", options)
+        return PostgresBackend(target, **options)
+    from ..sqlite import SQLiteBackend
+
+    validate.open_options(SQLiteBackend, "SQLite", options)
+    if scheme == "sqlite":
+        return SQLiteBackend(sqlite_path(target), **options)
+    if scheme:
+        raise ConfigurationError(
+            f"unknown database URL scheme {scheme!r} in {target!r}: "
+            "use a file path, ':memory:', sqlite:///path or postgresql://…"
+        )
+    if not target:
+        raise ConfigurationError("the database path is empty")
+    return SQLiteBackend(target, **options)

@@ -1,0 +1,218 @@
+"""The conversation tree: forks, the head, branches, bulk runs, and viewing a branch."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .. import validate
+from ..core import append, history, reads
+from ..core.codec import prepare_items
+from ..core.history import ANY_HEAD, ExpectedHead
+from ..errors import InvalidOperationError
+from ..model import Branch, NewRun, PathView, Run, ToolCall
+from .base import StoreBase, expected_head_arg, limit_arg, run_id_arg
+
+__all__ = ["TreeMixin", "graft"]
+
+
+class TreeMixin(StoreBase):
+    """Fork (edit, regenerate), move the head, list branches and siblings, add runs in bulk,
+    delete a branch; read the tree, a window of a branch, a run or a tool call by id."""
+
+    async def runs(self, session_id: str) -> list[Run]:
+        """The active path's runs, root first: its transcript, compacted runs included."""
+        sid = validate.key(session_id, "session_id")
+        return await self.backend.run(lambda: reads.path_runs(sid), write=False)
+
+    async def fork(
+        self,
+        session_id: str,
+        run_id: int,
+        new_input: str | Mapping[str, Any] | None,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
+    ) -> Run:
+        """A new sibling of ``run_id`` with its user message (or ``new_input``); it is the head."""
+        sid = validate.key(session_id, "session_id")
+        run_id = run_id_arg(run_id)
+        expected_head = expected_head_arg(expected_head)
+        if isinstance(new_input, str):
+            validate.text(new_input, "new input")
+        elif new_input is not None and not isinstance(new_input, Mapping):
+            raise InvalidOperationError(
+                f"new input must be a str or a user message item, got {type(new_input).__name__}"
+            )
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: history.fork(sid, run_id, new_input, now, expected_head),
+            operation_id,
+            lambda run: run.id,  # a repeat returns the run as it is then
+            lambda kept: reads.find_run(sid, kept),
+        )
+
+    async def move_head(
+        self,
+        session_id: str,
+        run_id: int,
+        *,
+        to_parent: bool,
+        expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
+    ) -> int | None:
+        """Point the head at ``run_id`` (``to_parent``: at its parent); returns the new head."""
+        sid = validate.key(session_id, "session_id")
+        run_id = run_id_arg(run_id)
+        to_parent = validate.flag(to_parent, "to_parent")
+        expected_head = expected_head_arg(expected_head)
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: history.move_head(
+                sid, run_id, to_parent=to_parent, now=now, expected_head=expected_head
+            ),
+            operation_id,
+        )
+
+    async def branches(self, session_id: str) -> list[Branch]:
+        """Every leaf of the session's tree, oldest first."""
+        sid = validate.key(session_id, "session_id")
+        return await self.backend.run(lambda: reads.branches(sid), write=False)
+
+    async def siblings(self, session_id: str, run_id: int) -> list[Run]:
+        """``run_id`` and its alternatives (same parent), in creation order."""
+        sid = validate.key(session_id, "session_id")
+        run_id = run_id_arg(run_id)
+        return await self.backend.run(lambda: reads.siblings(sid, run_id), write=False)
+
+    async def tree(self, session_id: str) -> list[tuple[Run, list[Any]]]:
+        """Every run of the session, on every branch, in creation order, with its items."""
+        sid = validate.key(session_id, "session_id")
+        return await self.backend.run(lambda: reads.session_tree(sid), write=False)
+
+    async def add_runs(
+        self,
+        session_id: str,
+        runs: Sequence[NewRun],
+        *,
+        head: int | None = None,
+        operation_id: str | None = None,
+    ) -> list[int]:
+        """Add many runs anywhere in the session's tree in one transaction (the bulk path).
+
+        Returns the id of each run in order (for an extension, the run it extended). The head
+        moves to ``runs[head]``; with ``head=None`` it stays where it was.
+        """
+        if not isinstance(runs, (list, tuple)):
+            raise InvalidOperationError(f"runs must be a list of NewRun, got {type(runs).__name__}")
+        grafts = []
+        for index, run in enumerate(runs):
+            if not isinstance(run, NewRun):
+                raise InvalidOperationError(f"run {index} is a {type(run).__name__}, not a NewRun")
+            grafts.append(
+                append.GraftRun(
+                    prepare_items(run.items),
+                    None if run.parent_id is None else run_id_arg(run.parent_id),
+                    run.parent,
+                    validate.optional_usage(run.usage, f"run {index}'s usage"),
+                    validate.optional_time(run.created_at, f"run {index}'s created_at"),
+                )
+            )
+        return await graft(self, session_id, grafts, head, operation_id)
+
+    async def delete_branch(
+        self,
+        session_id: str,
+        run_id: int,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
+    ) -> int | None:
+        """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
+        sid = validate.key(session_id, "session_id")
+        run_id = run_id_arg(run_id)
+        expected_head = expected_head_arg(expected_head)
+        now = self.backend.now()
+        return await self._write(
+            sid, lambda: history.delete_branch(sid, run_id, now, expected_head), operation_id
+        )
+
+    # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
+
+    async def path_view(
+        self,
+        session_id: str,
+        *,
+        through: int | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        limit: int = 50,
+    ) -> PathView:
+        """At most ``limit`` consecutive runs of a branch, with their tool calls and forks.
+
+        The branch is the active path, or the one through the run ``through`` (down to the
+        head if the head lies below it, else to its newest run). The window holds the runs at
+        depth ``start`` and after, or at depth ``stop`` and before, or else the branch's last
+        runs (with ``through``: the runs from just above it). Raises ``SessionNotFoundError``
+        or ``RunNotFoundError``.
+        """
+        sid = validate.key(session_id, "session_id")
+        if through is not None:
+            through = run_id_arg(through)
+        for name, value in (("start", start), ("stop", stop)):
+            if value is not None:
+                validate.count(value, name)
+        limit = limit_arg(limit)
+        return await self.backend.run(
+            lambda: reads.path_view(sid, through, start, stop, limit), write=False
+        )
+
+    async def run(self, run_id: int) -> Run:
+        """The run ``run_id``, in whichever session it is. Raises ``RunNotFoundError``."""
+        run_id = run_id_arg(run_id)
+        return await self.backend.run(lambda: reads.get_run(run_id), write=False)
+
+    async def run_items(self, run_id: int) -> list[Any]:
+        """The items of the run ``run_id``, verbatim and in order."""
+        run_id = run_id_arg(run_id)
+        return await self.backend.run(lambda: reads.run_items(run_id), write=False)
+
+    async def tool_call(self, call_id: int) -> ToolCall:
+        """The tool call whose row id is ``call_id``. Raises ``NotFoundError``."""
+        call_id = validate.lookup_id(call_id, "tool call")
+        return await self.backend.run(lambda: reads.get_tool_call(call_id), write=False)
+
+
+async def graft(
+    store: StoreBase,
+    session_id: str,
+    runs: Sequence[append.GraftRun],
+    head: int | None = None,
+    operation_id: str | None = None,
+) -> list[int]:
+    """``Store.add_runs`` of items already prepared: the importers' internal way in.
+
+    The importers (``turnstore.importers``) prepare items while reading a source; this writes
+    them as ``add_runs`` does, with the same checks, as one exactly-once write. A
+    ``GraftRun.now`` that is a ``datetime`` is converted to the backend's timestamps.
+    """
+    sid = validate.key(session_id, "session_id")
+    if head is not None and not (validate.count(head, "head") < len(runs)):
+        raise InvalidOperationError(f"head must index one of the {len(runs)} runs")
+    grafts = []
+    for index, run in enumerate(runs):
+        if not run.batch:
+            raise InvalidOperationError(f"run {index} has no items")
+        if run.parent is not None and not (
+            validate.count(run.parent, f"run {index}'s parent") < index
+        ):
+            raise InvalidOperationError(f"run {index}'s parent must be an earlier run")
+        if isinstance(run.now, datetime):
+            run = dataclasses.replace(run, now=store._bind_time(run.now))
+        grafts.append(run)
+    now = store.backend.now()
+    return await store._write(sid, lambda: append.graft(sid, grafts, head, now), operation_id)
