@@ -86,7 +86,7 @@ async def build(store: Store, runs: int, log: Any) -> None:
         for index in range(first, min(runs, first + CHUNK)):
             turn = make_turn(index, seed=4, question=_planted(index, runs))
             items = [item for batch in turn for item in batch]
-            when = store._bind_time(start + timedelta(milliseconds=index))
+            when = store.backend.bind_time(start + timedelta(milliseconds=index))
             patch = append.SessionPatch(
                 user_id=f"user{index % 1000:04d}", metadata=f'{{"tier": {index % 3}}}'
             )
@@ -115,7 +115,7 @@ async def _count(store: Store, table: str) -> int:
 
 
 def _like_scan(store: Store, pattern: str) -> Any:
-    placeholder = ":p" if type(store.backend).__name__.startswith("SQLite") else "%(p)s"
+    placeholder = ":p" if store.backend.dialect == "sqlite" else "%(p)s"
     statement = f"SELECT id FROM items WHERE text LIKE {placeholder} LIMIT 20"
 
     async def action() -> None:

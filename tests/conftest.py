@@ -159,7 +159,7 @@ async def sql(
     """
     from turnstore.core.ops import Fetch, Query
 
-    placeholder = ":{}" if type(store.backend).__name__.startswith("SQLite") else "%({})s"
+    placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
     text = statement.format(**{name: placeholder.format(name) for name in params})
 
     def op() -> Any:

@@ -462,7 +462,7 @@ async def test_tool_stats_percentiles_are_nearest_rank(store: Store) -> None:
 async def sql_write(store: Store, statement: str, **params: Any) -> None:
     from turnstore.core.ops import Query
 
-    placeholder = ":{}" if type(store.backend).__name__.startswith("SQLite") else "%({})s"
+    placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
     text = statement.format(**{name: placeholder.format(name) for name in params})
 
     def op() -> Any:

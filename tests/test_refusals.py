@@ -404,7 +404,7 @@ async def test_export_renders_the_deepest_item_a_database_holds(store: Store) ->
 
         yield Query(
             "UPDATE items SET data = {data} WHERE session_id = 's'".format(
-                data=":data" if type(store.backend).__name__.startswith("SQLite") else "%(data)s"
+                data=":data" if store.backend.dialect == "sqlite" else "%(data)s"
             ),
             {"data": data},
             raw=True,

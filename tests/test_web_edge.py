@@ -85,7 +85,7 @@ async def _fill(store: Store) -> tuple[list[int], list[int], str]:
 
 async def snapshot(store: Store) -> dict[str, list[str]]:
     """Every row of every table of the store's database: what "nothing written" compares."""
-    if type(store.backend).__name__.startswith("SQLite"):
+    if store.backend.dialect == "sqlite":
         listing = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
     else:
         listing = (

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Backend", "Fetch", "Op", "Query", "finish_write"]
+__all__ = ["Backend", "Fetch", "Op", "Query", "finish_write", "utc"]
 
 T = TypeVar("T")
 
@@ -45,13 +46,41 @@ Op = Generator[Query, Any, T]
 
 
 class Backend(Protocol):
-    """A storage engine: runs operations, each in one transaction."""
+    """A storage engine: runs operations, each in one transaction.
+
+    Besides running operations it answers what callers need to know of it, so that none
+    guesses from its class or its values: its SQL ``dialect``, a ``label`` to show, whether it
+    is ``read_only`` or ``closed``, its schema versions, and how it binds a time.
+    """
+
+    @property
+    def dialect(self) -> str:
+        """The SQL the database speaks: ``"sqlite"`` or ``"postgresql"``."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """What names the database to a person, never with a password: SQLite's path as
+        opened (``:memory:`` included), ``PostgreSQL at user@host:port/dbname``."""
+        ...
 
     read_only: bool
     """Opened read-only: ``run(..., write=True)`` raises ``ReadOnlyError``."""
 
     found_version: int | None
     """The schema version the database had when opened (None: it held no turnstore schema)."""
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this backend's migrations lead to: every database it opens is
+        at that version once open (an older one is migrated, or refused read-only or with
+        ``migrate=False``; a newer one is refused)."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` (or ``aclose``) has run."""
+        ...
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run the operation ``op()`` in one transaction and return its value.
@@ -64,6 +93,11 @@ class Backend(Protocol):
         """The current time, as this backend binds timestamps."""
         ...
 
+    def bind_time(self, when: datetime) -> Any:
+        """``when`` as this backend binds timestamps (as ``now`` returns them); a naive
+        datetime is UTC."""
+        ...
+
     def close(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
@@ -71,6 +105,14 @@ class Backend(Protocol):
     async def aclose(self) -> None:
         """Like ``close``, awaitable."""
         ...
+
+
+def utc(when: datetime) -> datetime:
+    """``when`` in UTC, a naive datetime read as UTC (as SQLite's timestamps are): what each
+    backend's ``bind_time`` starts from."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc)
 
 
 async def finish_write(write: Awaitable[T]) -> T:

@@ -20,18 +20,16 @@ in the SDK's tables only, as ``turnstore import`` leaves them.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from .. import validate
-from ..core.append import GraftRun, graft
+from ..core.append import GraftRun
 from ..core.codec import prepare_items
-from ..core.lock import set_head
-from ..core.ops import Fetch, Op, Query
-from ..core.reads import session_info, session_tree
 from ..errors import InvalidItemError, InvalidOperationError, ReadOnlyError
-from ..sqlite import SQLiteBackend
-from ..store import Store
+from ..model import Run
+from ..store import Store, adoption
+from ..store.adoption import AdoptionPlan
 from ..store.base import StoreBase
 from .base import SourceSession
 from .merge import plan_merge
@@ -46,23 +44,21 @@ _sdk_files: weakref.WeakKeyDictionary[StoreBase, bool] = weakref.WeakKeyDictiona
 async def adopt(store: StoreBase, session_id: str) -> bool:
     """Import ``session_id``'s history from the SDK's tables of the store's file, if it has
     some that no process has adopted yet; whether this call imported it."""
-    if not await _holds_sdk_tables(store) or not await _unadopted(store, session_id):
+    if not await _holds_sdk_tables(store) or not await adoption.unadopted(store, session_id):
         return False
-    backend = store.backend
-    assert isinstance(backend, SQLiteBackend)  # only SQLite files hold the SDK's tables
+    path = store.backend.label  # a SQLite file's path: only those hold the SDK's tables
     if store.read_only:
         raise ReadOnlyError(
-            f"session {session_id!r} of the SDK's agent_messages table in {backend.path} is not "
+            f"session {session_id!r} of the SDK's agent_messages table in {path} is not "
             "adopted yet, and a read-only store cannot adopt it: use it once through a writable "
             "store (or run turnstore.adopt_sdk_sessions on one)"
         )
-    source = open_source(backend.path, "sqlite")
+    source = open_source(path, "sqlite")
     try:
         session = await source.load(session_id)
     finally:
         await source.aclose()
-    now = backend.now()
-    return await backend.run(lambda: _adopt(store, session, now), write=True)
+    return await adoption.adopt(store, session_id, lambda tree: _plan(store, session, tree))
 
 
 async def adopt_sdk_sessions(store: Store) -> int:
@@ -77,10 +73,8 @@ async def adopt_sdk_sessions(store: Store) -> int:
     """
     if not await _holds_sdk_tables(store):
         return 0
-    backend = store.backend
-    assert isinstance(backend, SQLiteBackend)
-    adopted = await backend.run(_adopted_ids, write=False)
-    source = open_source(backend.path, "sqlite")
+    adopted = await adoption.adopted_ids(store)
+    source = open_source(store.backend.label, "sqlite")
     try:
         listed = await source.session_ids()
     finally:
@@ -92,27 +86,8 @@ async def adopt_sdk_sessions(store: Store) -> int:
 async def _holds_sdk_tables(store: StoreBase) -> bool:
     held = _sdk_files.get(store)
     if held is None:
-        backend = store.backend
-        held = isinstance(backend, SQLiteBackend) and bool(
-            await backend.run(_query_of("sdk_messages_table", {}), write=False)
-        )
-        _sdk_files[store] = held
+        held = _sdk_files[store] = await adoption.sdk_tables_held(store)
     return held
-
-
-async def _unadopted(store: StoreBase, session_id: str) -> bool:
-    """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
-    query = _query_of("sdk_unadopted", {"sid": session_id})
-    return bool(await store.backend.run(query, write=False))
-
-
-def _query_of(name: str, params: dict[str, Any]) -> Callable[[], Op[Any]]:
-    """An operation running one query and returning its one row (None: no row)."""
-
-    def op() -> Op[Any]:
-        return (yield Query(name, params, Fetch.ONE))
-
-    return op
 
 
 def _holdable(session_id: str) -> bool:
@@ -124,44 +99,27 @@ def _holdable(session_id: str) -> bool:
     return True
 
 
-def _adopted_ids() -> Op[set[str]]:
-    """The adopted session ids."""
-    rows = yield Query("sdk_adopted_ids", fetch=Fetch.ALL)
-    return {sid for (sid,) in rows}
-
-
-def _adopt(store: StoreBase, source: SourceSession, now: Any) -> Op[bool]:
-    """Claim the session's adoption and import what the store lacks; False if adopted before.
-
-    A session that turnstore already holds (written before adoption existed, or brought in by
-    ``turnstore import``) gains the SDK runs it lacks as runs of its tree, and keeps its head
-    unless it has none.
-    """
-    sid = source.session_id
-    claimed = yield Query("claim_sdk_adoption", {"sid": sid, "now": now}, Fetch.ONE)
-    if claimed is None:
-        return False
-    info = yield from session_info(sid)
-    plan = plan_merge(source, (yield from session_tree(sid)) if info is not None else ())
-    follow = info is None or info.head_run_id is None
-    if plan.runs:
-        try:
-            batches = [prepare_items(run.items) for run in plan.runs]
-        except InvalidItemError as exc:
-            raise InvalidItemError(
-                f"session {sid!r} of the SDK's agent_messages table cannot be adopted: {exc}"
-            ) from exc
-        grafts = [
-            GraftRun(
-                batch,
-                run.parent_id,
-                run.parent,
-                run.usage,
-                store._bind_time(run.created_at) if run.created_at is not None else None,
-            )
-            for run, batch in zip(plan.runs, batches, strict=True)
-        ]
-        yield from graft(sid, grafts, plan.head if follow else None, now)
-    if follow and plan.stored_head is not None:
-        yield from set_head(sid, plan.stored_head, now)
-    return True
+def _plan(
+    store: StoreBase, source: SourceSession, tree: Sequence[tuple[Run, list[Any]]]
+) -> AdoptionPlan:
+    """The runs of ``source`` the stored ``tree`` lacks, prepared to be written (run inside
+    the adopting transaction, on what the store holds then)."""
+    plan = plan_merge(source, tree)
+    try:
+        batches = [prepare_items(run.items) for run in plan.runs]
+    except InvalidItemError as exc:
+        raise InvalidItemError(
+            f"session {source.session_id!r} of the SDK's agent_messages table cannot be "
+            f"adopted: {exc}"
+        ) from exc
+    grafts = [
+        GraftRun(
+            batch,
+            run.parent_id,
+            run.parent,
+            run.usage,
+            store.backend.bind_time(run.created_at) if run.created_at is not None else None,
+        )
+        for run, batch in zip(plan.runs, batches, strict=True)
+    ]
+    return AdoptionPlan(grafts, plan.head, plan.stored_head)

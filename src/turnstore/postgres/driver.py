@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..core.ops import Fetch, Op, Query, finish_write
+from ..core.ops import Fetch, Op, Query, finish_write, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -259,6 +259,28 @@ class PostgresBackend:
     def now() -> datetime:
         """The current time, as this backend binds it."""
         return now()
+
+    @staticmethod
+    def bind_time(when: datetime) -> datetime:
+        """``when`` as this backend binds times: an aware UTC datetime (TIMESTAMPTZ)."""
+        return utc(when)
+
+    dialect = "postgresql"
+
+    @property
+    def label(self) -> str:
+        """``PostgreSQL at user@host:port/dbname``: never the password."""
+        return self._where
+
+    @property
+    def schema_version(self) -> int:
+        """The version this turnstore's migrations lead to, which an open database is at."""
+        return len(migrations.MIGRATIONS)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` (or ``aclose``) has run."""
+        return self._closed
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run ``op()`` in one transaction, re-running it whole after a transient failure."""

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.ops import Fetch, Op, finish_write
+from ..core.ops import Fetch, Op, finish_write, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -84,6 +84,28 @@ class SQLiteBackend:
     def now() -> str:
         """The current time, as this backend binds it."""
         return now()
+
+    @staticmethod
+    def bind_time(when: datetime) -> str:
+        """``when`` as SQLite stores times: ISO 8601 UTC text, which sorts by time."""
+        return utc(when).isoformat(sep=" ", timespec="microseconds")
+
+    dialect = "sqlite"
+
+    @property
+    def label(self) -> str:
+        """The file's path as opened (``:memory:`` for a database in memory)."""
+        return self.path
+
+    @property
+    def schema_version(self) -> int:
+        """The version this turnstore's migrations lead to, which an open database is at."""
+        return len(migrations.MIGRATIONS)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has run."""
+        return self._closed
 
     def _open(self, busy_timeout: float, durable: bool) -> None:
         if self.path != ":memory:":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from .. import validate
@@ -83,15 +83,8 @@ class StoreBase:
     @overload
     def _bind_time(self, when: None) -> None: ...
     def _bind_time(self, when: datetime | None) -> Any:
-        """``when`` as this backend binds timestamps (SQLite: sortable UTC text)."""
-        if when is None:
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)  # naive times are UTC, as SQLite's are
-        when = when.astimezone(timezone.utc)
-        if isinstance(self.backend.now(), str):
-            return when.isoformat(sep=" ", timespec="microseconds")
-        return when
+        """``when`` as the backend binds timestamps (``Backend.bind_time``); None stays None."""
+        return None if when is None else self.backend.bind_time(when)
 
     async def _adopt_before_ending(self, sid: str) -> None:
         """Adopt ``sid``'s unadopted history in the SDK's tables of this file (see

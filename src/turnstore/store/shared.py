@@ -64,7 +64,7 @@ def _key(target: object) -> str | None:
 def closed(store: Store) -> bool:
     """Whether ``store`` is closed: someone may close a shared store by hand
     (``session.store.close()``), and its sessions then lease a new one."""
-    return bool(getattr(store.backend, "_closed", False))
+    return store.backend.closed
 
 
 class Lease:

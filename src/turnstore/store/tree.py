@@ -212,7 +212,7 @@ async def graft(
         ):
             raise InvalidOperationError(f"run {index}'s parent must be an earlier run")
         if isinstance(run.now, datetime):
-            run = dataclasses.replace(run, now=store._bind_time(run.now))
+            run = dataclasses.replace(run, now=store.backend.bind_time(run.now))
         grafts.append(run)
     now = store.backend.now()
     return await store._write(sid, lambda: append.graft(sid, grafts, head, now), operation_id)

@@ -143,10 +143,9 @@ class Urls:
 def _db_label(store: Store | str | os.PathLike[str]) -> str:
     """What the header shows of the database: a file name, or a URL without credentials."""
     if isinstance(store, Store):
-        path = getattr(store.backend, "path", None)  # SQLite's file
-        if not isinstance(path, str):
-            return type(store.backend).__name__.removesuffix("Backend")
-        target = path
+        if store.backend.dialect != "sqlite":
+            return "Postgres"  # not the server's address: the page may be shared
+        target = store.backend.label  # SQLite's path
     else:
         target = os.fspath(store)
     if "://" in target:

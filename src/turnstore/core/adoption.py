@@ -1,0 +1,70 @@
+"""Adopting the SDK's ``SQLiteSession`` tables of the same SQLite file: the operations.
+
+What to adopt and when, and reading the SDK's rows, is ``turnstore.importers.adopt``'s; these
+run in the store's transactions (through ``turnstore.store.adoption``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Run
+from .append import GraftRun, graft
+from .lock import set_head
+from .ops import Fetch, Op, Query
+from .reads import session_info, session_tree
+
+__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]
+
+
+@dataclass(frozen=True)
+class AdoptionPlan:
+    """What adopting a session adds to what the store holds of it (``plan_merge``'s runs)."""
+
+    runs: Sequence[GraftRun]
+    head: int | None  # the index in ``runs`` of the SDK's head, if it is a new run
+    stored_head: int | None  # else the stored run that holds it
+
+
+def sdk_tables_held() -> Op[bool]:
+    """Whether the database holds the SDK's messages table."""
+    return bool((yield Query("sdk_messages_table", {}, Fetch.ONE)))
+
+
+def unadopted(session_id: str) -> Op[bool]:
+    """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
+    return bool((yield Query("sdk_unadopted", {"sid": session_id}, Fetch.ONE)))
+
+
+def adopted_ids() -> Op[set[str]]:
+    """The adopted session ids."""
+    rows = yield Query("sdk_adopted_ids", fetch=Fetch.ALL)
+    return {sid for (sid,) in rows}
+
+
+def adopt(
+    session_id: str,
+    plan: Callable[[Sequence[tuple[Run, list[Any]]]], AdoptionPlan],
+    now: Any,
+) -> Op[bool]:
+    """Claim the session's adoption and add what ``plan`` makes of the stored tree; False
+    (adding nothing) if it was adopted before.
+
+    A session that turnstore already holds (written before adoption existed, or brought in by
+    ``turnstore import``) gains the SDK runs it lacks as runs of its tree, and keeps its head
+    unless it has none.
+    """
+    sid = session_id
+    claimed = yield Query("claim_sdk_adoption", {"sid": sid, "now": now}, Fetch.ONE)
+    if claimed is None:
+        return False
+    info = yield from session_info(sid)
+    planned = plan((yield from session_tree(sid)) if info is not None else ())
+    follow = info is None or info.head_run_id is None
+    if planned.runs:
+        yield from graft(sid, planned.runs, planned.head if follow else None, now)
+    if follow and planned.stored_head is not None:
+        yield from set_head(sid, planned.stored_head, now)
+    return True

@@ -1,0 +1,45 @@
+"""The store's side of adopting a ``SQLiteSession`` file: an internal API for
+``turnstore.importers.adopt``, which decides what to adopt and reads the SDK's rows.
+
+Each function runs one operation of ``core.adoption`` in a transaction of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..core import adoption
+from ..core.adoption import AdoptionPlan
+from ..model import Run
+from .base import StoreBase
+
+__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]
+
+
+async def sdk_tables_held(store: StoreBase) -> bool:
+    """Whether the store's database holds the SDK's tables (only a SQLite file can)."""
+    if store.backend.dialect != "sqlite":
+        return False
+    return await store.backend.run(adoption.sdk_tables_held, write=False)
+
+
+async def unadopted(store: StoreBase, session_id: str) -> bool:
+    """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
+    return await store.backend.run(lambda: adoption.unadopted(session_id), write=False)
+
+
+async def adopted_ids(store: StoreBase) -> set[str]:
+    """The ids of the sessions adopted so far."""
+    return await store.backend.run(adoption.adopted_ids, write=False)
+
+
+async def adopt(
+    store: StoreBase,
+    session_id: str,
+    plan: Callable[[Sequence[tuple[Run, list[Any]]]], AdoptionPlan],
+) -> bool:
+    """Claim ``session_id``'s adoption and add what ``plan`` makes of its stored tree, in one
+    transaction; False (adding nothing) if a process adopted it before."""
+    now = store.backend.now()
+    return await store.backend.run(lambda: adoption.adopt(session_id, plan, now), write=True)
