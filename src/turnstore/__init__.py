@@ -4,7 +4,11 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
+from .core.append import ResponseRecord, SessionPatch, Telemetry, ToolTiming
+from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
+from .core.ops import Backend
+from .core.queries import SearchOrder, SessionOrder, UsageGroup
 from .errors import (
     ClosedError,
     ConfigurationError,
@@ -21,6 +25,7 @@ from .errors import (
     StorageError,
     TurnstoreError,
 )
+from .export import ExportFormat
 from .importers import adopt_sdk_sessions
 from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
@@ -43,6 +48,8 @@ from .session import StructuredSession
 from .store import Store, migrate
 
 __all__ = [
+    "ANY_HEAD",
+    "Backend",
     "Branch",
     "ClosedError",
     "ConfigurationError",
@@ -50,6 +57,8 @@ __all__ = [
     "ConnectionFailedError",
     "DatabaseInfo",
     "DatabaseKind",
+    "ExpectedHead",
+    "ExportFormat",
     "Fork",
     "HistoryTail",
     "InvalidItemError",
@@ -60,20 +69,27 @@ __all__ = [
     "OutcomeUnknownError",
     "PathView",
     "ReadOnlyError",
+    "ResponseRecord",
     "Run",
     "RunNotFoundError",
     "SchemaError",
+    "SearchOrder",
     "SearchResult",
     "SessionInfo",
     "SessionNotFoundError",
+    "SessionOrder",
     "SessionPage",
+    "SessionPatch",
     "StorageError",
     "Store",
     "StructuredSession",
+    "Telemetry",
     "ToolCall",
     "ToolStats",
+    "ToolTiming",
     "TurnstoreError",
     "Usage",
+    "UsageGroup",
     "UsageRow",
     "adopt_sdk_sessions",
     "migrate",

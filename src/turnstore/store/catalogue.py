@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import validate
 from ..core import append, queries, reads
+from ..core.append import SessionPatch
 from ..core.ops import Op
 from ..core.queries import SessionOrder
 from ..errors import InvalidOperationError, SessionNotFoundError
@@ -24,11 +25,9 @@ def _session_entry(session_id: str) -> Op[SessionInfo]:
     return info
 
 
-def session_patch(
-    *, user_id: Any = None, title: Any = None, metadata: Any = None
-) -> append.SessionPatch:
+def session_patch(*, user_id: Any = None, title: Any = None, metadata: Any = None) -> SessionPatch:
     """Check catalogue fields and make the ``SessionPatch`` that writes them."""
-    return append.SessionPatch(
+    return SessionPatch(
         user_id=validate.optional_key(user_id, "user_id"),
         title=validate.optional_text(title, "title"),
         metadata=None if metadata is None else validate.metadata(metadata),
@@ -110,11 +109,11 @@ class CatalogueMixin(StoreBase):
         return await self.patch_session(session_id, patch, operation_id=operation_id)
 
     async def patch_session(
-        self, session_id: str, patch: append.SessionPatch, *, operation_id: str | None = None
+        self, session_id: str, patch: SessionPatch, *, operation_id: str | None = None
     ) -> SessionInfo:
         """Like ``update_session``, with fields already checked by ``session_patch``."""
         sid = validate.key(session_id, "session_id")
-        if not isinstance(patch, append.SessionPatch):
+        if not isinstance(patch, SessionPatch):
             raise InvalidOperationError(f"patch must be a SessionPatch, got {type(patch).__name__}")
         now = self.backend.now()
         return await self._write(

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import validate
 from ..core import append, compaction, history, reads
+from ..core.append import SessionPatch, Telemetry
 from ..core.codec import prepare_items
 from ..errors import InvalidOperationError
 from ..model import HistoryTail, Usage
@@ -24,8 +25,8 @@ class ConversationMixin(StoreBase):
         items: Sequence[Any],
         usage: Usage | None = None,
         *,
-        info: append.SessionPatch | None = None,
-        telemetry: append.Telemetry | None = None,
+        info: SessionPatch | None = None,
+        telemetry: Telemetry | None = None,
         owner: int | None = None,
         operation_id: str | None = None,
     ) -> int | None:
@@ -45,9 +46,9 @@ class ConversationMixin(StoreBase):
         sid = validate.key(session_id, "session_id")
         usage = validate.optional_usage(usage)
         owner = validate.filter_id(owner, "owner")
-        if info is not None and not isinstance(info, append.SessionPatch):
+        if info is not None and not isinstance(info, SessionPatch):
             raise InvalidOperationError(f"info must be a SessionPatch, got {type(info).__name__}")
-        if telemetry is not None and not isinstance(telemetry, append.Telemetry):
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
             raise InvalidOperationError(
                 f"telemetry must be a Telemetry, got {type(telemetry).__name__}"
             )
