@@ -288,8 +288,9 @@ MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
     ],
     # 8: the sessions of the Agents SDK's own tables (agent_messages, in the same file) whose
-    # history turnstore has adopted (turnstore/_adopt.py), each marked in the transaction that
-    # imported it, so that it is imported once. SQLite only: SQLiteSession writes only there.
+    # history turnstore has adopted (turnstore/importers/adopt.py), each marked in the
+    # transaction that imported it, so that it is imported once. SQLite only: SQLiteSession
+    # writes only there.
     [
         """CREATE TABLE sdk_adopted (
             session_id TEXT PRIMARY KEY,
