@@ -13,7 +13,10 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
   ``model_responses``, ``usage``, ``search``, ``export``).
 
 ``base`` holds what they share (the backend, exactly-once writes, argument checks) and
-``opening`` turns a path or URL into a backend.
+``opening`` turns a path or URL into a backend. ``shared`` is the process's registry of the
+stores ``StructuredSession``s opened from one target share. Internal APIs for the importers,
+which write only through the facade: ``tree.graft`` (``add_runs`` of prepared items) and
+``adoption`` (taking over a ``SQLiteSession`` file).
 """
 
 from __future__ import annotations
