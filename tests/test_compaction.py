@@ -227,7 +227,8 @@ async def test_compaction_keeps_the_transcript_and_the_models_view(
         if run.compacted_by is not None:
             assert run.status == "compacted"
             assert position[run.compacted_by] > position[run.id]
-    assert runs[-1].status is None  # the last turn is what the model sees after the summary
+    # the last turn is what the model sees after the summary
+    assert runs[-1].status == "completed"
     # Search and export keep the original conversation.
     assert [r.run_id for r in await store.search("answer 0", session_id=sid)] == [
         next(run.id for run in runs if run.user_message == "question 0")
@@ -353,10 +354,10 @@ async def test_compact_from_a_run_boundary(store: Store) -> None:
         before[2].id,
     )
     assert [(run.status, run.compacted_by) for run in runs] == [
-        (None, None),
+        ("completed", None),
         ("compacted", compaction.id),
         ("compacted", compaction.id),
-        (None, None),
+        (None, None),  # a compaction run has no status
     ]
     assert len(await store.tool_calls(session_id=sid)) == 1  # the summary adds no calls
     # The next turn follows the compaction, in the transcript and in the model's view.
@@ -428,7 +429,7 @@ async def test_compact_with_nothing_and_of_nothing(store: Store) -> None:
         output("k", "out"),
         assistant("a2"),
     ]
-    assert [run.status for run in await store.runs(sid)] == [None, None]
+    assert [run.status for run in await store.runs(sid)] == ["completed", "completed"]
     empty = new_id()
     assert await store.compact(empty, [SUMMARY])
     assert await store.get_items(empty) == [SUMMARY]

@@ -126,7 +126,11 @@ EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     1: [(1, None, WEATHER, SUNNY), (2, 1, POLICY, RETURNS), (4, 1, EDITED, None)],
     2: [(0, WEATHER, SUNNY), (1, EDITED, None)],
     3: [(0, WEATHER), (1, EDITED)],
-    4: [(1, WEATHER, None, None), (2, POLICY, None, None), (4, EDITED, None, None)],
+    4: [
+        (1, WEATHER, "completed", None),
+        (2, POLICY, "completed", None),
+        (4, EDITED, "in_progress", None),
+    ],
     5: sorted(FIRST_RUN_ITEMS),
     6: [("s1", 1, WEATHER, '{"city":"Oslo"}', "Sunny in Oslo, 21 degrees", "completed", MS)],
     7: [("s1", 1, "lookup_order", '{"order_id":"A-17"}', "failed", SDK_ERROR)],

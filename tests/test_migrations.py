@@ -149,6 +149,7 @@ async def test_every_earlier_version_upgrades_with_its_data(
                 assert await upgraded.get_items("old") == SEEDED_ITEMS, f"from {version}"
                 (run,) = await upgraded.runs("old")
                 assert (run.user_message, run.assistant_message) == ("hello", "hi there")
+                assert run.status == "completed"  # filled in by the migration
                 info = await upgraded.session("old")
                 assert info is not None
                 assert info.title == "Old"

@@ -311,3 +311,111 @@ def test_viewer_shows_items_no_utf8_can_hold(tmp_path: Path) -> None:
         page = client.get(f"/runs/{run_id}/items")  # the items themselves
         assert page.status_code == 200
         assert "lone \\ud800 surrogate" in page.text
+
+
+# ---------------------------------------------------------------------------------------------
+# runs.status, written by the session's writes, with the real Runner
+
+
+async def _statuses(store: Store, sid: str = "s") -> list[tuple[str | None, str | None]]:
+    return [(run.user_message, run.status) for run in await store.runs(sid)]
+
+
+@pytest.mark.parametrize("mode", ["run", "run_sync", "run_streamed"])
+async def test_run_status_follows_the_runner(store: Store, mode: str) -> None:
+    from test_e2e_runner import converse
+    from turnstore import StructuredSession
+
+    session = StructuredSession("s", store)
+    seen: list[Any] = []
+
+    async def while_interrupted() -> None:
+        seen.append(await _statuses(store))
+
+    await converse(mode, session, while_interrupted)
+    done = [
+        ("What's the weather in Oslo?", "completed"),
+        ("I have a billing question", "completed"),
+        # The input guardrail tripped: the Runner raised, and the next question came.
+        ("tell me something forbidden", "failed"),
+    ]
+    assert seen == [[*done, ("Delete /tmp/r.txt", "interrupted")]]
+    assert await _statuses(store) == [*done, ("Delete /tmp/r.txt", "completed")]
+
+
+async def test_run_status_of_a_runner_call_that_raised(store: Store) -> None:
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    from turnstore import StructuredSession
+
+    @function_tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return f"value of {key}"
+
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call("lookup", {"key": "a"}, call_id="c1")]),
+            ModelStep.raise_error(RuntimeError("the model is down")),
+            ModelStep(output=[assistant_message("Here you are.")]),
+        ]
+    )
+    agent = Agent("A", model=model, tools=[lookup])
+    session = StructuredSession("s", store)
+    with pytest.raises(RuntimeError):
+        await Runner.run(agent, "first", session=session)
+    # Nothing tells a session that a Runner call raised: the run is left under way...
+    assert await _statuses(store) == [("first", "in_progress")]
+    await Runner.run(agent, "second", session=session)
+    # ...until the next question shows that it ended without an answer.
+    assert await _statuses(store) == [("first", "failed"), ("second", "completed")]
+
+
+async def test_run_status_of_written_items(store: Store) -> None:
+    await store.add_items("a", [user("q1"), assistant("a1"), user("q2")])
+    assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "in_progress")]
+    await store.add_items("a", [call("c1", "f"), output("c1", "ok")])
+    assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "in_progress")]
+    await store.add_items("a", [assistant("a2"), call("c2", "f")])
+    assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "interrupted")]
+    await store.add_items("a", [output("c2", "ok")])
+    assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "in_progress")]
+    await store.add_items("a", [assistant("a3")])
+    assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "completed")]
+    # An interrupted run stays so when a new question comes (its approval may still come);
+    # one under way has failed.
+    await store.add_items("b", [user("q1"), call("c1", "f"), user("q2"), user("q3")])
+    assert await _statuses(store, "b") == [
+        ("q1", "interrupted"),
+        ("q2", "failed"),
+        ("q3", "in_progress"),
+    ]
+    await store.add_items("b", [user("q4")])
+    assert await _statuses(store, "b") == [
+        ("q1", "interrupted"),
+        ("q2", "failed"),
+        ("q3", "failed"),
+        ("q4", "in_progress"),
+    ]
+
+
+async def test_the_migration_gives_stored_runs_the_status_writes_give(store: Store) -> None:
+    from turnstore.postgres import migrations as postgres_migrations
+    from turnstore.sqlite import migrations as sqlite_migrations
+
+    await store.add_items("a", [user("q1"), assistant("a1"), user("q2"), call("c1", "f")])
+    await store.add_items("b", [user("q1"), call("c1", "f"), output("c1", "ok")])
+    await store.add_items("b", [user("q2")])
+    await store.add_items("c", [user("q1"), assistant("a1"), call("c1", "f"), output("c1", "x")])
+    written = {sid: await _statuses(store, sid) for sid in "abc"}
+    assert written == {
+        "a": [("q1", "completed"), ("q2", "interrupted")],
+        "b": [("q1", "failed"), ("q2", "in_progress")],
+        "c": [("q1", "in_progress")],
+    }
+    sqlite = type(store.backend).__name__.startswith("SQLite")
+    [backfill] = (sqlite_migrations if sqlite else postgres_migrations).MIGRATIONS[-1]
+    await sql(store, "UPDATE runs SET status = NULL", write=True)
+    await sql(store, backfill, write=True)
+    assert {sid: await _statuses(store, sid) for sid in "abc"} == written

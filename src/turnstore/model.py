@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
+    "COMPACTED",
+    "COMPLETED",
+    "FAILED",
     "FAILED_STATUSES",
+    "INTERRUPTED",
+    "IN_PROGRESS",
     "Branch",
     "HistoryTail",
     "ModelResponse",
     "NewRun",
     "Run",
+    "RunStatus",
     "SearchResult",
     "SessionInfo",
     "SessionPage",
@@ -24,6 +30,14 @@ __all__ = [
     "call_failed",
     "failed_sql",
 ]
+
+# A run's ``status``: how the writes so far have left it (written with each write).
+RunStatus = Literal["in_progress", "completed", "interrupted", "failed", "compacted"]
+IN_PROGRESS: RunStatus = "in_progress"  # under way: the model has yet to answer
+COMPLETED: RunStatus = "completed"  # the newest write ended with the answer
+INTERRUPTED: RunStatus = "interrupted"  # a tool call awaits its output (an approval)
+FAILED: RunStatus = "failed"  # a new question came below it before its answer
+COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
 
 # The one definition of a failed tool call, for Python (``call_failed``, ``ToolCall.failed``)
 # and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats): its status
@@ -65,6 +79,16 @@ class Run:
     what the model sees instead of the runs it replaced; its ``prior_run_id`` is the run the
     model's history continues from above it (None: the compaction starts the history). The
     replaced runs stay, with ``status`` ``"compacted"`` and ``compacted_by`` naming it.
+
+    ``status`` (a ``RunStatus``) is where the session's writes have left the run:
+    ``"in_progress"`` while the model has yet to answer (the user message, or tool outputs
+    it has not answered yet); ``"completed"`` once a write ends with an assistant message;
+    ``"interrupted"`` when a write leaves a tool call without its output (the Runner stopped
+    for an approval; resuming continues the run); ``"failed"`` when a new user message
+    arrived below it while it was in progress, so its Runner call ended without an answer
+    (it raised: an error, a tripped guardrail, too many turns); ``"compacted"`` (above), which
+    no later write changes. None for compaction runs and for runs stored before turnstore
+    wrote it.
     """
 
     id: int

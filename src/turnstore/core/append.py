@@ -14,7 +14,16 @@ from typing import Any
 
 from ..errors import InvalidOperationError
 from ..items import ItemInfo
-from ..model import FAILED_STATUSES, SessionInfo, Usage
+from ..model import (
+    COMPLETED,
+    FAILED,
+    FAILED_STATUSES,
+    IN_PROGRESS,
+    INTERRUPTED,
+    RunStatus,
+    SessionInfo,
+    Usage,
+)
 from ..validate import MAX_INT, MAX_REQUESTS
 from .codec import PreparedItem
 from .lock import Head, lock_session, set_head
@@ -57,6 +66,7 @@ class _PlanRun:
     assistant_message: str | None = None
     assistant_changed: bool = False
     newest_item_id: int | None = None  # the id of the last item this append wrote to it
+    status: RunStatus | None = None  # None: the append leaves it as it is
 
     @property
     def resolved_parent_id(self) -> int | None:
@@ -81,6 +91,12 @@ class _PlanCall:
     status: str | None = None
     error: str | None = None
     completed: bool = False
+
+
+def _answers(info: ItemInfo) -> bool:
+    """The item is the model's answer: an assistant message (a run that ends with one is
+    ``completed``; see ``model.RunStatus``)."""
+    return info.kind == "message" and info.role == "assistant"
 
 
 def _call_status(info: ItemInfo) -> str:
@@ -141,6 +157,7 @@ class _Plan:
     last: _PlanRun  # the run the batch ends in
     owner: _PlanRun | None  # the writer's own run, when it is not the head (see ``append``)
     credited: _PlanRun  # the run the batch's usage counts for
+    below_head: bool  # the batch starts with a user message: a new run below the head
 
 
 def _plan(
@@ -170,6 +187,8 @@ def _plan(
     for prepared in batch:
         info = prepared.info
         if current is None or info.starts_run:
+            if info.starts_run and credited is not None and credited.status == IN_PROGRESS:
+                credited.status = FAILED  # a new question before its answer
             parent = current if current is not None else anchor
             current = _PlanRun(
                 None,
@@ -182,6 +201,8 @@ def _plan(
             runs.append(current)
         if info.starts_run or credited is None:
             credited = current
+        # Where this item leaves the run (model.RunStatus); calls left unanswered: below.
+        credited.status = COMPLETED if _answers(info) else IN_PROGRESS
         item = _PlanItem(current, current.item_count, prepared)
         current.item_count += 1
         items.append(item)
@@ -226,7 +247,10 @@ def _plan(
             call.completed = True
     assert current is not None
     assert credited is not None
-    return _Plan(runs, items, calls, updates, current, owner, credited)
+    for call in pending.values():  # a call the batch leaves unanswered: awaiting approval
+        call.run.status = INTERRUPTED
+    below_head = bool(batch) and batch[0].info.starts_run
+    return _Plan(runs, items, calls, updates, current, owner, credited, below_head)
 
 
 def apply_append(
@@ -273,6 +297,7 @@ def _apply_append_run(
                     "user_message": run.user_message,
                     "assistant_message": run.assistant_message,
                     "item_count": run.item_count,
+                    "status": run.status,
                     "now": now,
                 },
                 Fetch.ID,
@@ -288,6 +313,7 @@ def _apply_append_run(
                     "item_count": run.item_count,
                     "assistant_message": run.assistant_message,
                     "assistant_changed": run.assistant_changed,
+                    "status": run.status,
                     "now": now,
                 },
             )
@@ -330,10 +356,17 @@ def _apply_append_run(
             },
         )
     owner = plan.owner
-    if owner is not None and owner.assistant_changed:
+    if owner is not None and (owner.assistant_changed or owner.status is not None):
         yield Query(
             "set_run_answer",
-            {"sid": sid, "id": owner.id, "assistant_message": owner.assistant_message, "now": now},
+            {
+                "sid": sid,
+                "id": owner.id,
+                "assistant_message": owner.assistant_message,
+                "assistant_changed": owner.assistant_changed,
+                "status": owner.status,
+                "now": now,
+            },
         )
     if usage is not None:
         target = plan.credited.id if add_usage else last.id
@@ -449,6 +482,9 @@ def append(
     plan = yield from _apply_append_run(
         session_id, head, batch, open_calls, now, usage, owner_id=owner, add_usage=True
     )
+    if plan.below_head and head.id is not None:
+        # A new question below a run still under way: its Runner call ended without an answer.
+        yield Query("fail_run", {"sid": session_id, "id": head.id, "now": now})
     last = plan.last
     assert last.id is not None
     if last.id != head.id:  # ensure_session already stamped updated_at

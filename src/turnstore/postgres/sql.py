@@ -103,14 +103,16 @@ SQL: dict[str, str | None] = {
         UPDATE operations SET result = %(result)s WHERE session_id = %(sid)s AND op_id = %(key)s""",
     "insert_run": """
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
-                          item_count, created_at, updated_at)
+                          item_count, status, created_at, updated_at)
         VALUES (%(sid)s, %(parent_id)s, %(depth)s, %(user_message)s, %(assistant_message)s,
-                %(item_count)s, %(now)s, %(now)s)
+                %(item_count)s, %(status)s, %(now)s, %(now)s)
         RETURNING id""",
     "update_run_append": """
         UPDATE runs SET item_count = %(item_count)s, updated_at = %(now)s,
             assistant_message = CASE WHEN %(assistant_changed)s THEN %(assistant_message)s
-                                     ELSE assistant_message END
+                                     ELSE assistant_message END,
+            status = CASE WHEN %(status)s::text IS NULL OR status = 'compacted' THEN status
+                          ELSE %(status)s END
         WHERE session_id = %(sid)s AND id = %(id)s""",
     # A Runner call's usage since its last write: each call's tokens add up on its run.
     "add_run_usage": """
@@ -130,9 +132,17 @@ SQL: dict[str, str | None] = {
                 + %(reasoning_tokens)s,
             updated_at = %(now)s
         WHERE session_id = %(sid)s AND id = %(id)s""",
+    # A run's status (model.RunStatus) follows its writes; a compacted run stays so.
     "set_run_answer": """
-        UPDATE runs SET assistant_message = %(assistant_message)s, updated_at = %(now)s
+        UPDATE runs SET updated_at = %(now)s,
+            assistant_message = CASE WHEN %(assistant_changed)s THEN %(assistant_message)s
+                                     ELSE assistant_message END,
+            status = CASE WHEN %(status)s::text IS NULL OR status = 'compacted' THEN status
+                          ELSE %(status)s END
         WHERE session_id = %(sid)s AND id = %(id)s""",
+    "fail_run": """
+        UPDATE runs SET status = 'failed', updated_at = %(now)s
+        WHERE session_id = %(sid)s AND id = %(id)s AND status = 'in_progress'""",
     "set_run_usage": """
         UPDATE runs SET requests = %(requests)s, input_tokens = %(input_tokens)s,
             output_tokens = %(output_tokens)s, total_tokens = %(total_tokens)s,

@@ -87,13 +87,15 @@ SQL: dict[str, str | None] = {
         UPDATE operations SET result = :result WHERE session_id = :sid AND op_id = :key""",
     "insert_run": """
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
-                          item_count, created_at, updated_at)
+                          item_count, status, created_at, updated_at)
         VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :item_count,
-                :now, :now)""",
+                :status, :now, :now)""",
     "update_run_append": """
         UPDATE runs SET item_count = :item_count, updated_at = :now,
             assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
-                                     ELSE assistant_message END
+                                     ELSE assistant_message END,
+            status = CASE WHEN :status IS NULL OR status = 'compacted' THEN status
+                          ELSE :status END
         WHERE id = :id""",
     # A Runner call's usage since its last write: each call's tokens add up on its run.
     "add_run_usage": """
@@ -107,9 +109,17 @@ SQL: dict[str, str | None] = {
             reasoning_tokens = min(reasoning_tokens, :max - :reasoning_tokens) + :reasoning_tokens,
             updated_at = :now
         WHERE id = :id""",
+    # A run's status (model.RunStatus) follows its writes; a compacted run stays so.
     "set_run_answer": """
-        UPDATE runs SET assistant_message = :assistant_message, updated_at = :now
+        UPDATE runs SET updated_at = :now,
+            assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
+                                     ELSE assistant_message END,
+            status = CASE WHEN :status IS NULL OR status = 'compacted' THEN status
+                          ELSE :status END
         WHERE id = :id""",
+    "fail_run": """
+        UPDATE runs SET status = 'failed', updated_at = :now
+        WHERE session_id = :sid AND id = :id AND status = 'in_progress'""",
     "set_run_usage": """
         UPDATE runs SET requests = :requests, input_tokens = :input_tokens,
             output_tokens = :output_tokens, total_tokens = :total_tokens,

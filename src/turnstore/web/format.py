@@ -111,6 +111,7 @@ _STATUS_CLASSES = {
     "failed": "bad",
     "incomplete": "bad",
     "pending": "wait",
+    "interrupted": "wait",
     "in_progress": "wait",
     "searching": "wait",
     "generating": "wait",
