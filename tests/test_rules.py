@@ -419,3 +419,14 @@ async def test_the_migration_gives_stored_runs_the_status_writes_give(store: Sto
     await sql(store, "UPDATE runs SET status = NULL", write=True)
     await sql(store, backfill, write=True)
     assert {sid: await _statuses(store, sid) for sid in "abc"} == written
+
+
+async def test_pop_item_leaves_the_status_a_write_would(store: Store) -> None:
+    await store.add_items("s", [user("q"), call("c1", "f"), output("c1", "ok"), assistant("a")])
+    assert await _statuses(store) == [("q", "completed")]
+    await store.pop_item("s")  # the answer
+    assert await _statuses(store) == [("q", "in_progress")]
+    await store.pop_item("s")  # the output: the call waits again
+    assert await _statuses(store) == [("q", "interrupted")]
+    await store.pop_item("s")  # the call
+    assert await _statuses(store) == [("q", "in_progress")]

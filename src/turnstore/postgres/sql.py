@@ -250,7 +250,17 @@ SQL: dict[str, str | None] = {
                 SELECT text FROM items
                 WHERE session_id = %(sid)s AND run_id = %(id)s
                   AND type = 'message' AND role = 'assistant'
-                ORDER BY position DESC LIMIT 1)
+                ORDER BY position DESC LIMIT 1),
+            -- As a write would leave it (model.RunStatus); compaction runs have none.
+            status = CASE
+                WHEN status IS NULL OR status = 'compacted' THEN status
+                WHEN EXISTS (SELECT 1 FROM tool_calls
+                             WHERE session_id = %(sid)s AND run_id = %(id)s
+                               AND status = 'pending') THEN 'interrupted'
+                WHEN (SELECT type = 'message' AND role = 'assistant' FROM items
+                      WHERE session_id = %(sid)s AND run_id = %(id)s
+                      ORDER BY position DESC LIMIT 1) THEN 'completed'
+                ELSE 'in_progress' END
         WHERE session_id = %(sid)s AND id = %(id)s""",
     "ancestors_child_counts": """
         WITH RECURSIVE up (id, parent_id, level) AS (

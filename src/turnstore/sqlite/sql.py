@@ -207,7 +207,15 @@ SQL: dict[str, str | None] = {
             assistant_message = (
                 SELECT text FROM items
                 WHERE run_id = :id AND type = 'message' AND role = 'assistant'
-                ORDER BY position DESC LIMIT 1)
+                ORDER BY position DESC LIMIT 1),
+            -- As a write would leave it (model.RunStatus); compaction runs have none.
+            status = CASE
+                WHEN status IS NULL OR status = 'compacted' THEN status
+                WHEN EXISTS (SELECT 1 FROM tool_calls
+                             WHERE run_id = :id AND status = 'pending') THEN 'interrupted'
+                WHEN (SELECT type = 'message' AND role = 'assistant' FROM items
+                      WHERE run_id = :id ORDER BY position DESC LIMIT 1) THEN 'completed'
+                ELSE 'in_progress' END
         WHERE id = :id""",
     "ancestors_child_counts": """
         WITH RECURSIVE up (id, parent_id, level) AS (
