@@ -34,6 +34,7 @@ from conftest import (
 )
 from turnstore import Store, StructuredSession, postgres, sqlite
 from turnstore.cli import _shown, app
+from turnstore.core.statements import CREATE_VERSION_TABLE
 from turnstore.demo import QUESTIONS, _agents, _scripted_model, run_demo
 
 pytestmark = pytest.mark.e2e
@@ -629,7 +630,7 @@ def _leave_at_version_one(target: str) -> None:
     """A database at ``target`` as the first turnstore left it: schema version 1."""
     if "://" not in target:
         with sqlite3.connect(target) as conn:
-            for statement in [*sqlite.MIGRATIONS[0], str(sqlite.SQL["create_version_table"])]:
+            for statement in [*sqlite.MIGRATIONS[0], sqlite.SQL[CREATE_VERSION_TABLE]]:
                 conn.execute(statement)
             conn.execute("INSERT INTO turnstore_schema (version) VALUES (1)")
         return
@@ -639,7 +640,7 @@ def _leave_at_version_one(target: str) -> None:
     with psycopg.connect(POSTGRES_URL) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
         conn.execute(f'SET LOCAL search_path TO "{schema}"')
-        for statement in [*postgres.MIGRATIONS[0], str(postgres.SQL["create_version_table"])]:
+        for statement in [*postgres.MIGRATIONS[0], postgres.SQL[CREATE_VERSION_TABLE]]:
             conn.execute(statement)  # type: ignore[call-overload]
         conn.execute("INSERT INTO turnstore_schema (version) VALUES (1)")
 

@@ -24,6 +24,7 @@ from turnstore import (
     postgres,
     sqlite,
 )
+from turnstore.core.statements import CREATE_VERSION_TABLE
 
 SDK_TABLES = (
     "CREATE TABLE agent_sessions (session_id TEXT PRIMARY KEY)",
@@ -95,7 +96,7 @@ def test_a_turnstore_database(cli_target: str) -> None:
 
 def test_an_older_turnstore_database_is_not_migrated(cli_target: str) -> None:
     schema = (postgres if "://" in cli_target else sqlite).MIGRATIONS[0]
-    version_table = str((postgres if "://" in cli_target else sqlite).SQL["create_version_table"])
+    version_table = (postgres if "://" in cli_target else sqlite).SQL[CREATE_VERSION_TABLE]
     make(
         cli_target,
         [*schema, version_table, "INSERT INTO turnstore_schema (version) VALUES (1)"],

@@ -419,6 +419,7 @@ async def test_postgres_lookups_by_call_id_and_tool_name_use_the_prefix_indexes(
 
 
 async def _check_plans(store: Store) -> None:
+    from turnstore.core import statements as S
     from turnstore.postgres import SQL
 
     session = StructuredSession("s", store)
@@ -430,14 +431,14 @@ async def _check_plans(store: Store) -> None:
     await store.backend.run(_many_calls, write=True)
     call_id = {"sid": "s", "call_id": "c1", "item": 1}
     lookups = {
-        "open_tool_calls": ({"sid": "s", "call_ids": '["c1", "c2"]'}, "tool_calls_session_call"),
-        "drop_call_of_item": (call_id, "tool_calls_session_call"),
-        "reopen_call_of_output": (call_id, "tool_calls_session_call"),
-        "set_tool_timing": (
+        S.OPEN_TOOL_CALLS: ({"sid": "s", "call_ids": '["c1", "c2"]'}, "tool_calls_session_call"),
+        S.DROP_CALL_OF_ITEM: (call_id, "tool_calls_session_call"),
+        S.REOPEN_CALL_OF_OUTPUT: (call_id, "tool_calls_session_call"),
+        S.SET_TOOL_TIMING: (
             {**call_id, "started_at": None, "completed_at": None, "duration_ms": None},
             "tool_calls_session_call",
         ),
-        "tool_calls_by_tool": (
+        S.TOOL_CALLS_BY_TOOL: (
             {
                 "tool_name": "tool1",
                 **dict.fromkeys(("sid", "run_id", "since", "until", "status"), None),
@@ -448,7 +449,7 @@ async def _check_plans(store: Store) -> None:
     }
     for name, (params, index) in lookups.items():
 
-        def explain(statement: str = SQL[name] or "", params: Any = params) -> Any:
+        def explain(statement: str = SQL[name], params: Any = params) -> Any:
             yield Query("SET LOCAL enable_seqscan = off", raw=True)
             return (yield Query(f"EXPLAIN {statement}", params, Fetch.ALL, raw=True))
 

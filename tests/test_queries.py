@@ -31,8 +31,10 @@ from turnstore import (
     ToolCall,
     Usage,
 )
+from turnstore.core.ops import Capability
 from turnstore.core.queries import parse_search
 from turnstore.core.rows import as_datetime
+from turnstore.core.statements import LOCK_HEAD
 from turnstore.export import runs_from_jsonl
 
 pytestmark = pytest.mark.e2e
@@ -1061,13 +1063,15 @@ async def test_a_version_1_database_upgrades(
     with monkeypatch.context() as patch:
         patch.setattr(module.migrations, "MIGRATIONS", module.MIGRATIONS[:1])
         # Statements of later versions that every write now issues (SQLite's search backlog,
-        # which the lock reads too).
-        for name in ("index_pending", "index_backlog", "mark_indexed", "upsert_head"):
-            patch.setitem(module.SQL, name, None)
-        lock = module.SQL["lock_head"].replace(module.sql._VIEW, "parent_id")
+        # which the lock reads too, and its upsert of the head): without those capabilities.
+        if module is sqlite:
+            later = Capability.SEARCH_BACKLOG | Capability.UPSERT_HEAD
+            capabilities = sqlite.SQLiteBackend.capabilities & ~later
+            patch.setattr(sqlite.SQLiteBackend, "capabilities", capabilities)
+        lock = module.SQL[LOCK_HEAD].replace(module.sql._VIEW, "parent_id")
         if module is sqlite:
             lock = lock.replace(module.sql._INDEXED_THROUGH, "NULL")
-        patch.setitem(module.SQL, "lock_head", lock)
+        patch.setitem(module.SQL, LOCK_HEAD, lock)
         # Nor did writes carry keys (core/once.py): write as turnstore 1 did.
         patch.setattr("turnstore.store.base.once", lambda sid, key, op, *args, **kwargs: op)
         old = Store.open(target, **options)

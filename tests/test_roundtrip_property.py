@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnstore import Store, StructuredSession
-from turnstore.core.codec import decode_items, dumps_item
+from turnstore.core.codec import decode_data, decode_items, dumps_item
+from turnstore.core.statements import ItemRow
 
 # Text as the SDK may hand it over: any unicode, including NUL and lone surrogates.
 text = st.text(max_size=20)
@@ -96,7 +97,8 @@ def test_stored_json_decodes_exactly_as_json_loads(item: dict[str, Any], as_byte
     # NaN, infinities, escapes, lone surrogates) and whether the backend hands str or bytes.
     data = dumps_item(item)
     stored = data.encode("utf-8") if as_bytes else data
-    [decoded] = decode_items([(stored,)], "s")
+    [decoded] = decode_data([stored], "s")
+    assert decode_items([ItemRow(1, stored)], "s") == [decoded]
     expected = json.loads(data)
     assert same_shape(decoded, expected)
     assert json.dumps(decoded) == json.dumps(expected) == json.dumps(item)

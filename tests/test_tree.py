@@ -677,7 +677,7 @@ async def test_expected_head_none_is_the_empty_path(store: Store, operation: str
 
 
 async def test_run_ids_rise_along_every_branch(store: Store) -> None:
-    # SQLite reads a path in run-id order (sqlite.SQL["path_items"]): that must be depth order.
+    # SQLite reads a path in run-id order (sqlite.SQL[PATH_ITEMS]): that must be depth order.
     session = StructuredSession("s", store)
     r1, r2, r3, _ = await converse(session, "q1", "q2", "q3", "q4")
     await session.checkout(r2)

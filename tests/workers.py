@@ -19,6 +19,7 @@ from turnstore import Store, migrate
 from turnstore.core import append
 from turnstore.core.codec import prepare_items
 from turnstore.core.ops import Op
+from turnstore.core.statements import INSERT_ITEM
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -122,7 +123,7 @@ def _pausing(op: Op[Any], after: int, paused: Any) -> Op[Any]:
         except StopIteration as stop:
             return stop.value
         result = yield query
-        if query.name == "insert_item":
+        if query.statement is INSERT_ITEM:
             inserted += 1
             if inserted == after:
                 paused.set()

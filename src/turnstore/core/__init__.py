@@ -1,6 +1,8 @@
 """The domain core, free of any driver: every operation written once as a generator of queries.
 
-``ops`` is the seam (``Query``, ``Op``, the ``Backend`` protocol); ``codec`` turns items into
+``ops`` is the seam (``Query``, ``Op``, ``Statement``, ``Capability``, the ``Backend`` protocol);
+``statements`` declares every SQL statement (its symbol, fetch kind and row type) and
+``dialect`` renders a backend's SQL table from them; ``codec`` turns items into
 stored JSON and back; ``rows`` builds records from rows; ``lock`` reads and moves a session's
 head. The operations: ``append`` (batches, grafts, telemetry, the search backlog, catalogue
 fields), ``reads`` (the active path, the tree, the viewer's windows), ``history`` (pop, clear,

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Run
+from . import statements as S
 from .append import GraftRun, graft
 from .lock import set_head
-from .ops import Fetch, Op, Query
+from .ops import Capability, Op, supports
 from .reads import session_info, session_tree
 
 __all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]
@@ -29,19 +30,20 @@ class AdoptionPlan:
 
 
 def sdk_tables_held() -> Op[bool]:
-    """Whether the database holds the SDK's messages table."""
-    return bool((yield Query("sdk_messages_table", {}, Fetch.ONE)))
+    """Whether the database holds the SDK's messages table (only a SQLite file can)."""
+    if not (yield from supports(Capability.SDK_ADOPTION)):
+        return False
+    return bool((yield from S.SDK_MESSAGES_TABLE()))
 
 
 def unadopted(session_id: str) -> Op[bool]:
     """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
-    return bool((yield Query("sdk_unadopted", {"sid": session_id}, Fetch.ONE)))
+    return bool((yield from S.SDK_UNADOPTED({"sid": session_id})))
 
 
 def adopted_ids() -> Op[set[str]]:
     """The adopted session ids."""
-    rows = yield Query("sdk_adopted_ids", fetch=Fetch.ALL)
-    return {sid for (sid,) in rows}
+    return set((yield from S.SDK_ADOPTED_IDS()))
 
 
 def adopt(
@@ -57,7 +59,7 @@ def adopt(
     unless it has none.
     """
     sid = session_id
-    claimed = yield Query("claim_sdk_adoption", {"sid": sid, "now": now}, Fetch.ONE)
+    claimed = yield from S.CLAIM_SDK_ADOPTION({"sid": sid, "now": now})
     if claimed is None:
         return False
     info = yield from session_info(sid)

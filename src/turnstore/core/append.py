@@ -25,10 +25,12 @@ from ..model import (
     Usage,
 )
 from ..validate import MAX_INT, MAX_REQUESTS
+from . import statements as S
 from .codec import PreparedItem
 from .lock import Head, lock_session, set_head
-from .ops import Fetch, Op, Query
+from .ops import Capability, Op, supports
 from .reads import find_run, session_info
+from .rows import usage_params
 
 __all__ = [
     "INDEX_BATCH",
@@ -288,8 +290,7 @@ def _apply_append_run(
     sid = session_id
     for run in runs:
         if run.id is None:
-            run.id = yield Query(
-                "insert_run",
+            run.id = yield from S.INSERT_RUN(
                 {
                     "sid": sid,
                     "parent_id": run.resolved_parent_id,
@@ -299,14 +300,12 @@ def _apply_append_run(
                     "item_count": run.item_count,
                     "status": run.status,
                     "now": now,
-                },
-                Fetch.ID,
+                }
             )
         elif run.item_count != head.item_count:
             # Only the head run can exist already; one that gains nothing (a new run starts
             # below it: a fork) is left untouched, since other branches share it.
-            yield Query(
-                "update_run_append",
+            yield from S.UPDATE_RUN_APPEND(
                 {
                     "sid": sid,
                     "id": run.id,
@@ -315,7 +314,7 @@ def _apply_append_run(
                     "assistant_changed": run.assistant_changed,
                     "status": run.status,
                     "now": now,
-                },
+                }
             )
     for item in items:
         assert item.run.id is not None
@@ -324,8 +323,7 @@ def _apply_append_run(
         )
     for call in calls:
         info = call.info
-        yield Query(
-            "insert_tool_call",
+        yield from S.INSERT_TOOL_CALL(
             {
                 "sid": sid,
                 "run_id": call.run.id,
@@ -340,11 +338,10 @@ def _apply_append_run(
                 "output_item_id": call.output_item.id if call.output_item else None,
                 "now": now,
                 "completed_at": now if call.completed else None,
-            },
+            }
         )
     for call_row_id, call in updates:
-        yield Query(
-            "complete_tool_call",
+        yield from S.COMPLETE_TOOL_CALL(
             {
                 "sid": sid,
                 "id": call_row_id,
@@ -353,12 +350,11 @@ def _apply_append_run(
                 "error": call.error,
                 "output_item_id": call.output_item.id if call.output_item else None,
                 "now": now,
-            },
+            }
         )
     owner = plan.owner
     if owner is not None and (owner.assistant_changed or owner.status is not None):
-        yield Query(
-            "set_run_answer",
+        yield from S.SET_RUN_ANSWER(
             {
                 "sid": sid,
                 "id": owner.id,
@@ -366,7 +362,7 @@ def _apply_append_run(
                 "assistant_changed": owner.assistant_changed,
                 "status": owner.status,
                 "now": now,
-            },
+            }
         )
     if usage is not None:
         target = plan.credited.id if add_usage else last.id
@@ -375,11 +371,11 @@ def _apply_append_run(
 
 
 def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -> Op[None]:
-    params = {"sid": sid, "id": run_id, "now": now, **_usage_params(usage)}
+    params = {"sid": sid, "id": run_id, "now": now, **usage_params(usage)}
     if add:
-        yield Query("add_run_usage", {**params, "max": MAX_INT, "max_requests": MAX_REQUESTS})
+        yield from S.ADD_RUN_USAGE({**params, "max": MAX_INT, "max_requests": MAX_REQUESTS})
     else:
-        yield Query("set_run_usage", params)
+        yield from S.SET_RUN_USAGE(params)
 
 
 def insert_item(
@@ -387,34 +383,22 @@ def insert_item(
 ) -> Op[int]:
     """Store one item at ``position`` of a run; return its id."""
     info = prepared.info
-    item_id: int = yield Query(
-        "insert_item",
-        {
-            "sid": session_id,
-            "run_id": run_id,
-            "position": position,
-            "type": info.type,
-            "role": info.role,
-            "call_id": info.call_id,
-            "name": info.name,
-            "text": info.text,
-            "data": prepared.data,
-            "now": now,
-        },
-        Fetch.ID,
+    return (
+        yield from S.INSERT_ITEM(
+            {
+                "sid": session_id,
+                "run_id": run_id,
+                "position": position,
+                "type": info.type,
+                "role": info.role,
+                "call_id": info.call_id,
+                "name": info.name,
+                "text": info.text,
+                "data": prepared.data,
+                "now": now,
+            }
+        )
     )
-    return item_id
-
-
-def _usage_params(usage: Usage) -> dict[str, int]:
-    return {
-        "requests": usage.requests,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-    }
 
 
 def _title(batch: Sequence[PreparedItem]) -> str | None:
@@ -434,7 +418,7 @@ def parent_head(session_id: str, parent_id: int | None) -> Op[Head]:
     if parent_id is None:
         return Head(None)
     parent = yield from find_run(session_id, parent_id)
-    child = yield Query("first_child", {"sid": session_id, "id": parent.id}, Fetch.ONE)
+    child = yield from S.FIRST_CHILD({"sid": session_id, "id": parent.id})
     return Head(parent.id, parent.depth, parent.item_count, parent.parent_id, child is not None)
 
 
@@ -467,7 +451,7 @@ def append(
     if info is not None:
         yield from _patch_session(session_id, info, now)
     if owner is not None and owner != head.id:
-        row = yield Query("session_run", {"sid": session_id, "id": owner}, Fetch.ONE)
+        row = yield from S.SESSION_RUN({"sid": session_id, "id": owner})
         owner = owner if row is not None else None  # deleted since: the head stands in
     if not batch:  # usage or telemetry alone
         if head.id is None:
@@ -484,7 +468,7 @@ def append(
     )
     if plan.below_head and head.id is not None:
         # A new question below a run still under way: its Runner call ended without an answer.
-        yield Query("fail_run", {"sid": session_id, "id": head.id, "now": now})
+        yield from S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
     last = plan.last
     assert last.id is not None
     if last.id != head.id:  # ensure_session already stamped updated_at
@@ -514,9 +498,10 @@ def index_backlog() -> Op[None]:
     ``INDEX_BATCH`` items wait. A backend whose index keeps up on its own has no statements
     for it.
     """
+    if not (yield from supports(Capability.SEARCH_BACKLOG)):
+        return
     # A search runs in a read transaction: only a backlog makes it write.
-    pending = yield Query("index_pending", fetch=Fetch.ONE)
-    if pending is not None and pending[0]:
+    if (yield from S.INDEX_PENDING()):
         yield from _feed_index()
 
 
@@ -527,18 +512,19 @@ def copy_backlog() -> Op[bool]:
     Ranks in that small index are only comparable to the main index's roughly, and the copy
     is remade for each search, which costs as much as feeding the index would.
     """
-    pending = yield Query("index_pending", fetch=Fetch.ONE)
-    if pending is None or not pending[0]:
+    if not (yield from supports(Capability.SEARCH_BACKLOG)):
         return False
-    yield Query("create_backlog_copy")
-    yield Query("clear_backlog_copy")
-    yield Query("copy_backlog")
+    if not (yield from S.INDEX_PENDING()):
+        return False
+    yield from S.CREATE_BACKLOG_COPY()
+    yield from S.CLEAR_BACKLOG_COPY()
+    yield from S.COPY_BACKLOG()
     return True
 
 
 def _feed_index() -> Op[None]:
-    yield Query("index_backlog")
-    yield Query("mark_indexed")
+    yield from S.INDEX_BACKLOG()
+    yield from S.MARK_INDEXED()
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,21 +540,20 @@ class SessionPatch:
 
 
 def _patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:
-    yield Query(
-        "update_session_info",
+    yield from S.UPDATE_SESSION_INFO(
         {
             "sid": session_id,
             "user_id": patch.user_id,
             "title": patch.title,
             "metadata": patch.metadata,
             "now": now,
-        },
+        }
     )
 
 
 def update_session(session_id: str, patch: SessionPatch, now: Any) -> Op[SessionInfo]:
     """Set catalogue fields of a session, creating it (with no runs) if it is new."""
-    yield Query("ensure_session", {"sid": session_id, "now": now, "title": None})
+    yield from S.ENSURE_SESSION({"sid": session_id, "now": now, "title": None})
     yield from _patch_session(session_id, patch, now)
     info = yield from session_info(session_id)
     assert info is not None
@@ -612,8 +597,7 @@ class Telemetry:
 
 def _record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[None]:
     for record in telemetry.responses:
-        yield Query(
-            "insert_model_response",
+        yield from S.INSERT_MODEL_RESPONSE(
             {
                 "sid": session_id,
                 "run_id": run_id,
@@ -624,33 +608,31 @@ def _record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[
                 "started_at": record.started_at,
                 "completed_at": record.completed_at,
                 "latency_ms": record.latency_ms,
-                **_usage_params(record.usage),
-            },
+                **usage_params(record.usage),
+            }
         )
     if telemetry.responses:
         last = telemetry.responses[-1]
         # The run is attributed to the agent (and model) that answered last.
-        yield Query(
-            "set_run_agent",
+        yield from S.SET_RUN_AGENT(
             {
                 "sid": session_id,
                 "id": run_id,
                 "agent_name": last.agent_name,
                 "model": last.model,
-            },
+            }
         )
     for timing in telemetry.tools:
         # The newest call with that call_id in the session: call ids repeat across runs with
         # some providers, and the one that just ran is the newest.
-        yield Query(
-            "set_tool_timing",
+        yield from S.SET_TOOL_TIMING(
             {
                 "sid": session_id,
                 "call_id": timing.call_id,
                 "started_at": timing.started_at,
                 "completed_at": timing.completed_at,
                 "duration_ms": timing.duration_ms,
-            },
+            }
         )
 
 
@@ -667,10 +649,8 @@ def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, 
     )
     if not call_ids:
         return {}
-    rows = yield Query(
-        "open_tool_calls", {"sid": session_id, "call_ids": json.dumps(call_ids)}, Fetch.ALL
-    )
-    return {call_id: row_id for call_id, row_id in rows}
+    rows = yield from S.OPEN_TOOL_CALLS({"sid": session_id, "call_ids": json.dumps(call_ids)})
+    return {row.call_id: row.id for row in rows}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -14,7 +14,15 @@ from ..errors import InvalidItemError
 from ..items import ItemInfo, classify
 from ..validate import check_json
 
-__all__ = ["PreparedItem", "decode_items", "dumps_item", "loads_item", "prepare_items"]
+__all__ = [
+    "PreparedItem",
+    "StoredItem",
+    "decode_data",
+    "decode_items",
+    "dumps_item",
+    "loads_item",
+    "prepare_items",
+]
 
 log = logging.getLogger("turnstore")
 
@@ -85,28 +93,47 @@ def loads_item(data: str | bytes) -> Any:
         return json.loads(data)
 
 
-def decode_items(rows: Sequence[Sequence[Any]], session_id: str) -> list[Any]:
-    """Decode stored item JSON (the last column of each row), skipping corrupt rows.
+class StoredItem(Protocol):
+    """A row holding a stored item: its id and JSON (``statements.ItemRow`` and kin)."""
 
-    The column is ``bytes`` where the backend can return it so (msgspec reads UTF-8 directly,
-    2-3x faster than from ``str``). One corrupt row never hides the rest: it is logged (by its
-    id, the first column, where the row has one) and left out.
+    @property
+    def id(self) -> int: ...
+    @property
+    def data(self) -> Any: ...
+
+
+def decode_items(rows: Sequence[StoredItem], session_id: str) -> list[Any]:
+    """Decode stored items, skipping corrupt rows (logged by their id)."""
+    return _decode([row.data for row in rows], session_id, [row.id for row in rows])
+
+
+def decode_data(data: Sequence[Any], session_id: str) -> list[Any]:
+    """Decode stored item JSON, skipping corrupt items (logged by their place in ``data``)."""
+    return _decode(data, session_id, None)
+
+
+def _decode(data: Sequence[Any], session_id: str, ids: Sequence[int] | None) -> list[Any]:
+    """Decode stored item JSON, skipping corrupt items.
+
+    The JSON is ``bytes`` where the backend can return it so (msgspec reads UTF-8 directly,
+    2-3x faster than from ``str``). One corrupt item never hides the rest: it is logged (by
+    its id, where ``ids`` gives them, else by its place) and left out.
     """
     try:
-        items = [_fast_loads(row[-1]) for row in rows]
+        items = [_fast_loads(text) for text in data]
         if all(type(item) is dict for item in items):
             return items
     except (ValueError, TypeError, RecursionError):
         pass
     decoded = []
-    for index, row in enumerate(rows):
+    for index, text in enumerate(data):
         try:
-            item = loads_item(row[-1])
+            item = loads_item(text)
         except (ValueError, TypeError, RecursionError):
             item = None
         if type(item) is dict:
             decoded.append(item)
         else:
-            where = f"id {row[0]}" if len(row) > 1 else f"number {index + 1} of the path"
+            where = f"id {ids[index]}" if ids is not None else f"number {index + 1} of the path"
             log.warning("skipping corrupt item (%s) of session %r", where, session_id)
     return decoded

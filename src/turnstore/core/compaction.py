@@ -23,20 +23,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import HistoryTail
+from . import statements as S
 from .append import insert_item
 from .codec import PreparedItem, decode_items, loads_item
 from .codec import prepare_items as prepare
 from .lock import lock_session, set_head
-from .ops import Fetch, Op, Query
+from .ops import Op
 from .reads import find_run
 
 __all__ = ["compact", "history_tail"]
 
 
 def _tail_rows(session_id: str, limit: int) -> Op[list[tuple[Any, ...]]]:
-    """The newest ``limit`` (id, data) rows of the model view, oldest first."""
-    rows = yield Query("path_items_tail", {"sid": session_id, "limit": limit}, Fetch.ALL)
-    return [tuple(row) for row in reversed(rows)]
+    """The newest ``limit`` (id, data) rows of the model view, oldest first (plain tuples:
+    ``HistoryTail.rows`` hands them to the caller, who hands them back to ``compact``)."""
+    rows = yield from S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
+    return [(row.id, row.data) for row in reversed(rows)]
 
 
 def history_tail(session_id: str, limit: int) -> Op[HistoryTail | None]:
@@ -49,9 +51,9 @@ def history_tail(session_id: str, limit: int) -> Op[HistoryTail | None]:
     complete = len(rows) <= limit
     rows = rows[-limit:]
     items = []
-    for row in rows:
+    for _, data in rows:
         try:
-            item = loads_item(row[-1])
+            item = loads_item(data)
         except (ValueError, TypeError, RecursionError):
             return None
         if type(item) is not dict:
@@ -86,22 +88,21 @@ def compact(
     if replaced is None:
         depth, prior = 0, None  # every run of the view is replaced
     else:
-        place = yield Query("item_place", {"sid": session_id, "id": replaced[0][0]}, Fetch.ONE)
-        first = yield from find_run(session_id, place[0])
+        first_id, _ = replaced[0]
+        place = yield from S.ITEM_PLACE({"sid": session_id, "id": first_id})
+        assert place is not None  # ``replaced`` are the newest rows: they exist
+        first = yield from find_run(session_id, place.run_id)
         depth = first.depth
         prior = first.parent_id if first.kind is None else first.prior_run_id
-        if place[1] > 0:  # the suffix begins inside ``first``: the model keeps its start
-            rows = yield Query(
-                "run_items_before",
-                {"sid": session_id, "run_id": first.id, "position": place[1]},
-                Fetch.ALL,
+        if place.position > 0:  # the suffix begins inside ``first``: the model keeps its start
+            rows = yield from S.RUN_ITEMS_BEFORE(
+                {"sid": session_id, "run_id": first.id, "position": place.position}
             )
             copied = prepare(decode_items(rows, session_id))
     items = [*copied, *batch]
     compaction_id = None
     if items:
-        compaction_id = yield Query(
-            "insert_compaction_run",
+        compaction_id = yield from S.INSERT_COMPACTION_RUN(
             {
                 "sid": session_id,
                 "parent_id": head.id,
@@ -109,13 +110,12 @@ def compact(
                 "item_count": len(items),
                 "prior_run_id": prior,
                 "now": now,
-            },
-            Fetch.ID,
+            }
         )
         for position, prepared in enumerate(items):
             yield from insert_item(session_id, compaction_id, position, prepared, now)
     if head.id is not None:
-        yield Query("mark_compacted", {"sid": session_id, "depth": depth, "by": compaction_id})
+        yield from S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
     # With nothing to hold, no compaction run: the view ends where the replaced runs began.
     yield from set_head(session_id, compaction_id if compaction_id is not None else prior, now)
     return True

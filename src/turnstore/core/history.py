@@ -13,10 +13,11 @@ from typing import Any
 from ..errors import ConflictError, InvalidOperationError
 from ..items import classify
 from ..model import Run
+from . import statements as S
 from .append import apply_append, parent_head
 from .codec import decode_items, prepare_items
 from .lock import Head, lock_session, set_head
-from .ops import Fetch, Op, Query
+from .ops import Op
 from .reads import find_run
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 
 def clear_session(session_id: str) -> Op[None]:
     """Remove the session with every branch and derived row."""
-    yield Query("delete_session", {"sid": session_id})
+    yield from S.DELETE_SESSION({"sid": session_id})
 
 
 def pop_item(session_id: str, now: Any) -> Op[Any]:
@@ -46,14 +47,13 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         head = yield from lock_session(session_id, now, create=False)
         if head.id is None:
             return None
-        row = yield Query("last_item", {"sid": session_id, "run_id": head.id}, Fetch.ONE)
-        item_id, position, call_id, data = row
-        shared = yield Query("first_child", {"sid": session_id, "id": head.id}, Fetch.ONE)
+        last = yield from S.LAST_ITEM({"sid": session_id, "run_id": head.id})
+        assert last is not None  # a run holds an item at least
+        item_id, position = last.id, last.position
+        shared = yield from S.FIRST_CHILD({"sid": session_id, "id": head.id})
         if shared is not None:
-            rows = yield Query(
-                "run_items_before",
-                {"sid": session_id, "run_id": head.id, "position": position},
-                Fetch.ALL,
+            rows = yield from S.RUN_ITEMS_BEFORE(
+                {"sid": session_id, "run_id": head.id, "position": position}
             )
             keep = decode_items(rows, session_id)
             parent = yield from parent_head(session_id, head.parent_id)
@@ -64,20 +64,19 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
                 )
             yield from set_head(session_id, new_head, now)
         else:
-            if call_id is not None:
-                params = {"sid": session_id, "call_id": call_id, "item": item_id}
-                yield Query("drop_call_of_item", params)
-                yield Query("reopen_call_of_output", params)
-            yield Query("delete_item", {"sid": session_id, "id": item_id})
+            if last.call_id is not None:
+                params = {"sid": session_id, "call_id": last.call_id, "item": item_id}
+                yield from S.DROP_CALL_OF_ITEM(params)
+                yield from S.REOPEN_CALL_OF_OUTPUT(params)
+            yield from S.DELETE_ITEM({"sid": session_id, "id": item_id})
             if position == 0:
-                yield Query("delete_run", {"sid": session_id, "id": head.id})
+                yield from S.DELETE_RUN({"sid": session_id, "id": head.id})
                 yield from set_head(session_id, head.parent_id, now)
             else:
-                yield Query(
-                    "shrink_run",
-                    {"sid": session_id, "id": head.id, "item_count": position, "now": now},
+                yield from S.SHRINK_RUN(
+                    {"sid": session_id, "id": head.id, "item_count": position, "now": now}
                 )
-        popped = decode_items([(item_id, data)], session_id)
+        popped = decode_items([last], session_id)
         if popped:
             return popped[0]
         # A corrupt row is dropped and the next one tried, as the SDK's SQLiteSession does.
@@ -133,7 +132,7 @@ def fork(
         raise InvalidOperationError(
             f"run {run_id} is a compaction: edit or regenerate one of the runs it replaced"
         )
-    row = yield Query("first_item", {"sid": session_id, "run_id": run.id}, Fetch.ONE)
+    row = yield from S.FIRST_ITEM({"sid": session_id, "run_id": run.id})
     original = decode_items([row], session_id) if row is not None else []
     if not original or not classify(original[0]).starts_run:
         raise InvalidOperationError(f"run {run_id} has no user message to edit or regenerate")
@@ -173,19 +172,19 @@ def delete_branch(
     """
     head = yield from _lock_expected(session_id, now, expected_head)
     run = yield from find_run(session_id, run_id)
-    ancestors = yield Query("ancestors_child_counts", {"sid": session_id, "id": run.id}, Fetch.ALL)
+    ancestors = yield from S.ANCESTORS_CHILD_COUNTS({"sid": session_id, "id": run.id})
     top, parent_id = run.id, run.parent_id
-    for ancestor_id, ancestor_parent, child_count in ancestors:
+    for ancestor in ancestors:
         # The climb stops at a fork, and at the head: a head checked out above the branch
         # (its only child leads there) stays, with the path to it.
-        if child_count != 1 or ancestor_id == head.id:
+        if ancestor.children != 1 or ancestor.id == head.id:
             break
-        top, parent_id = ancestor_id, ancestor_parent
+        top, parent_id = ancestor.id, ancestor.parent_id
     head_id = head.id
     if head_id is not None:
-        on_path = yield Query("is_ancestor", {"sid": session_id, "id": top}, Fetch.ONE)
+        on_path = yield from S.IS_ANCESTOR({"sid": session_id, "id": top})
         if on_path is not None:
             head_id = parent_id
-    yield Query("delete_run", {"sid": session_id, "id": top})
+    yield from S.DELETE_RUN({"sid": session_id, "id": top})
     yield from set_head(session_id, head_id, now)
     return head_id

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .ops import Fetch, Op, Query
+from . import statements as S
+from .ops import Capability, Op, supports
 
 __all__ = ["Head", "lock_session", "set_head"]
 
@@ -37,18 +38,29 @@ def lock_session(
     if create:
         params = {"sid": session_id, "now": now, "title": title}
         # One statement where the backend can (SQLite: an upsert that returns the head).
-        # Postgres has none: RETURNING would read the head's run from the snapshot taken
+        # Postgres cannot: RETURNING would read the head's run from the snapshot taken
         # before the statement waited for the row lock, so it locks first and reads after.
-        row = yield Query("upsert_head", params, Fetch.ONE)
-        if row is None:
-            yield Query("ensure_session", params)
+        if (yield from supports(Capability.UPSERT_HEAD)):
+            row = yield from S.UPSERT_HEAD(params)
+        else:
+            yield from S.ENSURE_SESSION(params)
     if row is None:
-        row = yield Query("lock_head", {"sid": session_id}, Fetch.ONE)
+        row = yield from S.LOCK_HEAD({"sid": session_id})
     if row is None:
         return Head(None)
-    head = Head(*row)
-    return head if head.id is not None else Head(None, indexed_through=head.indexed_through)
+    if row.id is None:
+        return Head(None, indexed_through=row.indexed_through)
+    assert row.depth is not None
+    assert row.item_count is not None
+    return Head(
+        row.id,
+        row.depth,
+        row.item_count,
+        row.parent_id,
+        bool(row.has_children),
+        row.indexed_through,
+    )
 
 
 def set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
-    yield Query("set_head", {"sid": session_id, "head": head_id, "now": now})
+    yield from S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})

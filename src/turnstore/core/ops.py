@@ -1,11 +1,17 @@
 """The seam between the domain core and the backends: queries, operations, the protocol.
 
 Each operation (append items, pop, edit, …) is written once, as a generator that yields
-``Query`` requests and receives their results: the logic never touches a driver. A backend
-supplies the SQL for each statement and a driver that runs one operation inside one
-transaction: synchronously on SQLite's worker thread, asynchronously on PostgreSQL. So the
-tree, pairing and usage rules cannot drift apart between backends, and an operation can be
-retried whole after a transient failure.
+``Query`` requests and receives their results: the logic never touches a driver. A query
+names a ``Statement`` (declared once, as a symbol, in ``core.statements``: its fetch kind and
+the named row type it returns); a backend supplies each statement's SQL in its dialect and a
+driver that runs one operation inside one transaction: synchronously on SQLite's worker
+thread, asynchronously on PostgreSQL. So the tree, pairing and usage rules cannot drift apart
+between backends, and an operation can be retried whole after a transient failure.
+
+An operation reads rows by name (``row.depth``), never by position: the driver builds each
+row as the statement's row type, after checking once that the columns the database returns
+are the ones the row type declares, so a column added or moved fails loudly. What a backend
+lacks is a ``Capability`` it does not have; an operation asks with ``supports``.
 """
 
 from __future__ import annotations
@@ -14,35 +20,228 @@ import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import Enum
-from typing import Any, Protocol, TypeVar
+from enum import Enum, Flag, auto
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
-__all__ = ["Backend", "Fetch", "Op", "Query", "finish_write", "utc"]
+__all__ = [
+    "All",
+    "Backend",
+    "Capability",
+    "Execute",
+    "Fetch",
+    "Insert",
+    "One",
+    "Op",
+    "Query",
+    "Statement",
+    "Value",
+    "Values",
+    "finish_write",
+    "supports",
+    "utc",
+]
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+_NO_PARAMS: Mapping[str, Any] = {}
 
 
 class Fetch(Enum):
-    """What a query's caller wants back."""
+    """What a query's caller gets back."""
 
     NONE = 0  # nothing (DDL, UPDATE, DELETE)
     ONE = 1  # the first row, or None
     ALL = 2  # every row
     ID = 3  # the id of the row an INSERT made (its SQL returns it where the driver cannot)
+    VALUE = 4  # the first row's only column, or None when there is no row
+    VALUES = 5  # every row's only column
+    CAPABILITY = 6  # whether the backend has a capability (see ``supports``)
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
-    """One statement: a name in the backend's SQL table (or raw DDL) and its parameters."""
+class Capability(Flag):
+    """What some backends can do and others cannot; a statement may need one.
+
+    An operation asks with ``supports`` before it runs a statement that needs one: a
+    backend's dialect provides every statement but those of capabilities it lacks.
+    """
+
+    NONE = 0
+    UPSERT_HEAD = auto()
+    """Create a session and read its locked head in one statement (SQLite: BEGIN IMMEDIATE
+    already holds the write lock; PostgreSQL locks first and reads after)."""
+    SEARCH_BACKLOG = auto()
+    """The search index is fed in batches, so it may lack the newest items (SQLite's FTS5);
+    a read-only store searches a private copy of that backlog."""
+    SDK_ADOPTION = auto()
+    """The database may hold the SDK's own session tables, to adopt (SQLite files)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Statement:
+    """One SQL statement, declared once (``core.statements``): its name, what it returns,
+    and its SQL where every dialect runs the same text (``:name`` placeholders, rendered per
+    dialect), else None (each dialect writes its own)."""
 
     name: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    fetch: Fetch = Fetch.NONE
-    raw: bool = False  # ``name`` is the SQL itself (migrations)
+    sql: str | None = None
+    needs: Capability = Capability.NONE
+    """The capability a backend needs to run it (NONE: every backend runs it)."""
+
+    fetch = Fetch.NONE
+    columns: tuple[str, ...] = ()
+    """The columns it returns, by name, in the order the row type declares them."""
+    make: Callable[[Any], Any] | None = field(default=None, init=False)
+    """Builds a row of its row type from the driver's row (a sequence in ``columns`` order)."""
+
+    def __repr__(self) -> str:
+        return f"<statement {self.name}>"
+
+
+class Execute(Statement):
+    """A statement that returns nothing (DDL, UPDATE, DELETE, INSERT)."""
+
+    __slots__ = ()
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[None]:
+        yield Query(self, params)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Insert(Statement):
+    """An INSERT of one row; the query returns the new row's ``id``."""
+
+    fetch = Fetch.ID
+    columns: tuple[str, ...] = ("id",)
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[int]:
+        row_id: int = yield Query(self, params)
+        return row_id
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _Rows(Statement, Generic[R]):
+    """Rows of ``row``, a NamedTuple whose fields name the columns, in order."""
+
+    row: type[R] | None = None
+
+    def __post_init__(self) -> None:
+        assert self.row is not None, self.name
+        object.__setattr__(self, "columns", tuple(self.row._fields))  # type: ignore[attr-defined]
+        object.__setattr__(self, "make", self.row._make)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class One(_Rows[R]):
+    """A statement whose query returns its first row (a ``row``, a NamedTuple), or None."""
+
+    fetch = Fetch.ONE
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[R | None]:
+        row: R | None = yield Query(self, params)
+        return row
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class All(_Rows[R]):
+    """A statement whose query returns every row, each a ``row`` (a NamedTuple)."""
+
+    fetch = Fetch.ALL
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[list[R]]:
+        rows: list[R] = yield Query(self, params)
+        return rows
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _Column(Statement, Generic[R]):
+    """One column, by name."""
+
+    column: str = ""
+    holds: type[R] | None = None  # what the column holds (for the reader's type checker)
+
+    def __post_init__(self) -> None:
+        assert self.column, self.name
+        object.__setattr__(self, "columns", (self.column,))
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Value(_Column[R]):
+    """A statement of one column, whose query returns the first row's value, or None when
+    there is no row (or the value is NULL)."""
+
+    fetch = Fetch.VALUE
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[R | None]:
+        value: R | None = yield Query(self, params)
+        return value
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Values(_Column[R]):
+    """A statement of one column, whose query returns every row's value."""
+
+    fetch = Fetch.VALUES
+
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[list[R]]:
+        values: list[R] = yield Query(self, params)
+        return values
+
+
+class Query:
+    """One request of an operation: a statement and its parameters, raw SQL (migrations,
+    tests), or a question about the backend's capabilities (``supports``)."""
+
+    __slots__ = ("fetch", "params", "raw", "statement")
+
+    statement: Statement | str | Capability
+    params: Mapping[str, Any]
+    fetch: Fetch
+    raw: bool  # ``statement`` is the SQL itself, or a capability
+
+    @overload
+    def __init__(self, statement: Statement, params: Mapping[str, Any] = ...) -> None: ...
+    @overload
+    def __init__(
+        self,
+        statement: str,
+        params: Mapping[str, Any] = ...,
+        fetch: Fetch = ...,
+        *,
+        raw: Literal[True],
+    ) -> None: ...
+    @overload
+    def __init__(self, statement: Capability, *, raw: Literal[True]) -> None: ...
+    def __init__(
+        self,
+        statement: Statement | str | Capability,
+        params: Mapping[str, Any] = _NO_PARAMS,
+        fetch: Fetch | None = None,
+        *,
+        raw: bool = False,
+    ) -> None:
+        self.statement = statement
+        self.params = params
+        self.raw = raw
+        if not raw:
+            self.fetch = statement.fetch  # type: ignore[union-attr]
+        elif isinstance(statement, Capability):
+            self.fetch = Fetch.CAPABILITY
+        else:
+            self.fetch = fetch or Fetch.NONE
+
+    def __repr__(self) -> str:
+        return f"Query({self.statement!r}, {dict(self.params)!r})"
 
 
 Op = Generator[Query, Any, T]
 """An operation: yields queries, receives their results, returns its value."""
+
+
+def supports(capability: Capability) -> Op[bool]:
+    """Whether the backend running the operation has ``capability``."""
+    answer: bool = yield Query(capability, raw=True)
+    return answer
 
 
 class Backend(Protocol):
@@ -81,6 +280,9 @@ class Backend(Protocol):
     def closed(self) -> bool:
         """Whether ``close`` (or ``aclose``) has run."""
         ...
+
+    capabilities: Capability
+    """What this backend can do that others may not (``supports`` asks from an operation)."""
 
     async def run(self, op: Callable[[], Op[T]], *, write: bool) -> T:
         """Run the operation ``op()`` in one transaction and return its value.

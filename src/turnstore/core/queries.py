@@ -1,8 +1,8 @@
 """The read side shared by every backend: catalogue, tool calls, usage, search, export data.
 
 Like the operations in ``append``, ``reads`` and ``history``, each query is a generator that
-yields ``Query`` requests and never touches a driver; each backend's ``SQL`` dict holds the
-statements. Optional filters are bound as NULL-able parameters
+yields ``Query`` requests and never touches a driver; the statements are declared in
+``statements``. Optional filters are bound as NULL-able parameters
 (``:x IS NULL OR column = :x``), but the filter that should drive the index (a run, a
 session, a tool, a user) picks a statement of its own, because a planner cannot choose an
 index for a predicate that may or may not apply.
@@ -14,7 +14,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -28,14 +28,21 @@ from ..model import (
     SessionPage,
     ToolCall,
     ToolStats,
-    Usage,
     UsageRow,
 )
+from . import statements as S
 from .append import copy_backlog, index_backlog
 from .codec import decode_items
-from .ops import Fetch, Op, Query
+from .ops import All, Op
 from .reads import path_runs, session_info, session_tree
-from .rows import as_datetime, session_from_row, tool_call_from_row
+from .rows import (
+    SessionRow,
+    ToolCallRow,
+    as_datetime,
+    session_from_row,
+    tool_call_from_row,
+    usage_from_row,
+)
 
 __all__ = [
     "GROUPS",
@@ -63,6 +70,15 @@ SEARCH_ORDERS: tuple[SearchOrder, ...] = ("relevance", "recent")
 
 # ---------------------------------------------------------------------------------------------
 # The session catalogue
+
+
+# The catalogue's statements, by order and whether a user filters it.
+_SESSION_PAGES: Mapping[tuple[SessionOrder, bool], All[SessionRow]] = {
+    ("created_at", False): S.SESSIONS_BY_CREATED_AT,
+    ("created_at", True): S.SESSIONS_BY_CREATED_AT_USER,
+    ("updated_at", False): S.SESSIONS_BY_UPDATED_AT,
+    ("updated_at", True): S.SESSIONS_BY_UPDATED_AT_USER,
+}
 
 
 def _encode_cursor(order: str, row: SessionInfo, raw_time: Any) -> str:
@@ -110,9 +126,7 @@ def list_sessions(
     between two pages moves to the front and is not repeated.
     """
     stamp, sid = _decode_cursor(after, order_by) if after is not None else (None, None)
-    name = f"sessions_by_{order_by}" + ("_user" if user_id is not None else "")
-    rows = yield Query(
-        name,
+    rows = yield from _SESSION_PAGES[order_by, user_id is not None](
         {
             "user_id": user_id,
             "meta": metadata,
@@ -123,21 +137,21 @@ def list_sessions(
             "cursor_time": stamp,
             "cursor_sid": sid,
             "limit": limit + 1,  # one more, to know whether a next page exists
-        },
-        Fetch.ALL,
+        }
     )
     sessions = [session_from_row(row) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
-        column = 5 if order_by == "created_at" else 6
-        next_cursor = _encode_cursor(order_by, sessions[-1], rows[limit - 1][column])
+        last = rows[limit - 1]
+        stamp = last.created_at if order_by == "created_at" else last.updated_at
+        next_cursor = _encode_cursor(order_by, sessions[-1], stamp)
     return SessionPage(sessions, next_cursor)
 
 
 def delete_session(session_id: str) -> Op[None]:
     """Remove the session with all its rows; SessionNotFoundError if there is none."""
-    row = yield Query("delete_session_returning", {"sid": session_id}, Fetch.ONE)
-    if row is None:
+    deleted = yield from S.DELETE_SESSION_RETURNING({"sid": session_id})
+    if deleted is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
 
 
@@ -145,13 +159,37 @@ def delete_session(session_id: str) -> Op[None]:
 # Tool calls and model responses
 
 
-def _driver(run_id: int | None, session_id: str | None, tool_name: str | None) -> str:
+_Driver = Literal["run", "session", "tool", "all"]
+
+
+def _driver(run_id: int | None, session_id: str | None, tool_name: str | None) -> _Driver:
     """The filter whose index a tool-call query walks: the narrowest one given."""
     if run_id is not None:
         return "run"
     if session_id is not None:
         return "session"
     return "tool" if tool_name is not None else "all"
+
+
+# Each family of statements, by the filter that drives it.
+_TOOL_CALLS: Mapping[_Driver, All[ToolCallRow]] = {
+    "run": S.TOOL_CALLS_BY_RUN,
+    "session": S.TOOL_CALLS_BY_SESSION,
+    "tool": S.TOOL_CALLS_BY_TOOL,
+    "all": S.TOOL_CALLS_BY_ALL,
+}
+_SLOWEST_TOOL_CALLS: Mapping[_Driver, All[ToolCallRow]] = {
+    "run": S.SLOWEST_TOOL_CALLS_BY_RUN,
+    "session": S.SLOWEST_TOOL_CALLS_BY_SESSION,
+    "tool": S.SLOWEST_TOOL_CALLS_BY_TOOL,
+    "all": S.SLOWEST_TOOL_CALLS_BY_ALL,
+}
+_TOOL_STATS: Mapping[_Driver, All[S.ToolStatsRow]] = {
+    "run": S.TOOL_STATS_BY_RUN,
+    "session": S.TOOL_STATS_BY_SESSION,
+    "tool": S.TOOL_STATS_BY_TOOL,
+    "all": S.TOOL_STATS_BY_ALL,
+}
 
 
 def _call_params(
@@ -188,11 +226,9 @@ def tool_calls(
     ``slowest`` keeps only calls whose duration is known.
     """
     params = _call_params(session_id, run_id, tool_name, since, until)
-    prefix = "slowest_tool_calls_by_" if slowest else "tool_calls_by_"
-    rows = yield Query(
-        prefix + _driver(run_id, session_id, tool_name),
-        {**params, "status": status, "limit": limit},
-        Fetch.ALL,
+    family = _SLOWEST_TOOL_CALLS if slowest else _TOOL_CALLS
+    rows = yield from family[_driver(run_id, session_id, tool_name)](
+        {**params, "status": status, "limit": limit}
     )
     if not slowest:
         rows.reverse()
@@ -209,17 +245,17 @@ def tool_stats(
 ) -> Op[list[ToolStats]]:
     """Per tool: calls, errors, and duration statistics (nearest-rank p50/p95); most used first."""
     params = _call_params(session_id, run_id, tool_name, since, until)
-    rows = yield Query("tool_stats_by_" + _driver(run_id, session_id, tool_name), params, Fetch.ALL)
+    rows = yield from _TOOL_STATS[_driver(run_id, session_id, tool_name)](params)
     return [
         ToolStats(
-            tool_name=row[0],
-            calls=int(row[1]),
-            errors=int(row[2]),
-            timed_calls=int(row[3]),
-            mean_ms=float(row[4]) if row[4] is not None else None,
-            p50_ms=float(row[5]) if row[5] is not None else None,
-            p95_ms=float(row[6]) if row[6] is not None else None,
-            max_ms=float(row[7]) if row[7] is not None else None,
+            tool_name=row.tool_name,
+            calls=int(row.calls),
+            errors=int(row.errors),
+            timed_calls=int(row.timed_calls),
+            mean_ms=float(row.mean_ms) if row.mean_ms is not None else None,
+            p50_ms=float(row.p50_ms) if row.p50_ms is not None else None,
+            p95_ms=float(row.p95_ms) if row.p95_ms is not None else None,
+            max_ms=float(row.max_ms) if row.max_ms is not None else None,
         )
         for row in rows
     ]
@@ -229,24 +265,28 @@ def model_responses(
     *, session_id: str | None, run_id: int | None, limit: int
 ) -> Op[list[ModelResponse]]:
     """The newest ``limit`` recorded model calls, oldest first."""
-    name = "model_responses_by_" + (
-        "run" if run_id is not None else "session" if session_id else "all"
+    statement = (
+        S.MODEL_RESPONSES_BY_RUN
+        if run_id is not None
+        else S.MODEL_RESPONSES_BY_SESSION
+        if session_id
+        else S.MODEL_RESPONSES_BY_ALL
     )
-    rows = yield Query(name, {"sid": session_id, "run_id": run_id, "limit": limit}, Fetch.ALL)
+    rows = yield from statement({"sid": session_id, "run_id": run_id, "limit": limit})
     rows.reverse()
     return [
         ModelResponse(
-            id=row[0],
-            session_id=row[1],
-            run_id=row[2],
-            agent_name=row[3],
-            model=row[4],
-            response_id=row[5],
-            request_id=row[6],
-            usage=Usage(*(int(value) for value in row[7:13])),
-            started_at=as_datetime(row[13]) if row[13] is not None else None,
-            completed_at=as_datetime(row[14]),
-            latency_ms=row[15],
+            id=row.id,
+            session_id=row.session_id,
+            run_id=row.run_id,
+            agent_name=row.agent_name,
+            model=row.model,
+            response_id=row.response_id,
+            request_id=row.request_id,
+            usage=usage_from_row(row),
+            started_at=as_datetime(row.started_at) if row.started_at is not None else None,
+            completed_at=as_datetime(row.completed_at),
+            latency_ms=row.latency_ms,
         )
         for row in rows
     ]
@@ -254,6 +294,15 @@ def model_responses(
 
 # ---------------------------------------------------------------------------------------------
 # Usage
+
+
+_USAGE: Mapping[UsageGroup, All[S.UsageSumRow]] = {
+    "session": S.USAGE_BY_SESSION,
+    "user": S.USAGE_BY_USER,
+    "model": S.USAGE_BY_MODEL,
+    "agent": S.USAGE_BY_AGENT,
+    "day": S.USAGE_BY_DAY,
+}
 
 
 def usage(
@@ -271,16 +320,14 @@ def usage(
     such records count under the run's own ``model`` / ``agent_name`` (None without hooks).
     Days are UTC dates, ``YYYY-MM-DD``.
     """
-    rows = yield Query(
-        f"usage_by_{group_by}",
-        {"sid": session_id, "user_id": user_id, "since": since, "until": until},
-        Fetch.ALL,
+    rows = yield from _USAGE[group_by](
+        {"sid": session_id, "user_id": user_id, "since": since, "until": until}
     )
     result = [
         UsageRow(
-            key=row[0] if row[0] is None or isinstance(row[0], str) else str(row[0]),
-            runs=int(row[1]),
-            usage=Usage(*(int(value or 0) for value in row[2:8])),
+            key=row.key if row.key is None or isinstance(row.key, str) else str(row.key),
+            runs=int(row.runs),
+            usage=usage_from_row(row),
         )
         for row in rows
     ]
@@ -483,7 +530,11 @@ def search(
     for fts, tsq, exact in tiers:
         if fts is None or len(results) >= limit:
             continue
-        name = "search" if order == "relevance" else "search_recent"
+        statement, backlog_statement = (
+            (S.SEARCH, S.SEARCH_BACKLOG)
+            if order == "relevance"
+            else (S.SEARCH_RECENT, S.SEARCH_RECENT_BACKLOG)
+        )
         params = {
             **common,
             "fts": fts,
@@ -491,25 +542,25 @@ def search(
             "exclude": json.dumps([result.item_id for result in results]),
             "limit": limit - len(results),
         }
-        rows = yield Query(name, params, Fetch.ALL)
+        rows = yield from statement(params)
         if backlog:
-            rows = rows + (yield Query(name + "_backlog", params, Fetch.ALL))
+            rows = rows + (yield from backlog_statement(params))
             # Both in the statements' order: rank (negated) first, else newest first.
-            rows.sort(key=lambda row: (-row[7], row[0]) if order == "relevance" else -row[0])
-            del rows[params["limit"] :]
+            rows.sort(key=lambda row: (-row.rank, row.id) if order == "relevance" else -row.id)
+            del rows[limit - len(results) :]
         for row in rows:
-            snippet, matches = unmark(row[6] or "")
+            snippet, matches = unmark(row.snippet or "")
             results.append(
                 SearchResult(
-                    session_id=row[1],
-                    run_id=row[2],
-                    item_id=row[0],
-                    type=row[3],
-                    role=row[4],
+                    session_id=row.session_id,
+                    run_id=row.run_id,
+                    item_id=row.id,
+                    type=row.type,
+                    role=row.role,
                     snippet=snippet,
-                    rank=float(row[7]),
+                    rank=float(row.rank),
                     exact=exact,
-                    created_at=as_datetime(row[5]),
+                    created_at=as_datetime(row.created_at),
                     matches=matches,
                 )
             )
@@ -540,19 +591,17 @@ def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
     else:
         path = yield from path_runs(session_id)
         run_ids = json.dumps([run.id for run in path])
-        rows = yield Query("items_of_runs", {"sid": session_id, "run_ids": run_ids}, Fetch.ALL)
-        by_run: dict[int, list[Sequence[Any]]] = {}
-        for row in rows:  # run_id, id, data
-            by_run.setdefault(row[0], []).append(row[1:])
+        rows = yield from S.ITEMS_OF_RUNS({"sid": session_id, "run_ids": run_ids})
+        by_run: dict[int, list[S.RunItemRow]] = {}
+        for row in rows:
+            by_run.setdefault(row.run_id, []).append(row)
         runs = [(run, decode_items(by_run.get(run.id, []), session_id)) for run in path]
     calls: dict[int, list[ToolCall]] = {}
     if runs:
-        call_rows = yield Query(
-            "tool_calls_of_runs",
-            {"sid": session_id, "run_ids": json.dumps([run.id for run, _ in runs])},
-            Fetch.ALL,
+        call_rows = yield from S.TOOL_CALLS_OF_RUNS(
+            {"sid": session_id, "run_ids": json.dumps([run.id for run, _ in runs])}
         )
-        for row in call_rows:
-            call = tool_call_from_row(row)
+        for call_row in call_rows:
+            call = tool_call_from_row(call_row)
             calls.setdefault(call.run_id, []).append(call)
     return ExportData(info, runs, calls, all_branches)

@@ -7,14 +7,14 @@ tool calls by id.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
 from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall
-from .codec import decode_items
-from .ops import Fetch, Op, Query
-from .rows import RUN_COLUMNS, as_datetime, run_from_row, session_from_row, tool_call_from_row
+from . import statements as S
+from .codec import decode_data, decode_items
+from .ops import Op
+from .rows import as_datetime, run_from_row, session_from_row, tool_call_from_row
 
 __all__ = [
     "branches",
@@ -38,23 +38,23 @@ __all__ = [
 def get_items(session_id: str, limit: int | None) -> Op[list[Any]]:
     """The newest ``limit`` items of the active path (all when None), oldest first."""
     if limit is None:
-        rows = yield Query("path_items", {"sid": session_id}, Fetch.ALL)
-    else:  # newest first
-        rows = yield Query("path_items_tail", {"sid": session_id, "limit": limit}, Fetch.ALL)
-        rows.reverse()
+        data = yield from S.PATH_ITEMS({"sid": session_id})
+        return decode_data(data, session_id)
+    rows = yield from S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})  # newest first
+    rows.reverse()
     return decode_items(rows, session_id)
 
 
 def path_runs(session_id: str) -> Op[list[Run]]:
     """The runs of the active path, root first."""
-    rows = yield Query("path_runs", {"sid": session_id}, Fetch.ALL)
+    rows = yield from S.PATH_RUNS({"sid": session_id})
     return [run_from_row(row) for row in rows]
 
 
 def find_run(session_id: str, run_id: int) -> Op[Run]:
     """The run ``run_id`` of this session (looked up by session, so that a sharded store
     reads one shard); RunNotFoundError if it is unknown or another session's."""
-    row = yield Query("session_run", {"sid": session_id, "id": run_id}, Fetch.ONE)
+    row = yield from S.SESSION_RUN({"sid": session_id, "id": run_id})
     if row is None:
         yield from get_run(run_id)  # raises if there is no such run at all
         raise RunNotFoundError(f"run {run_id} belongs to another session, not {session_id!r}")
@@ -64,22 +64,21 @@ def find_run(session_id: str, run_id: int) -> Op[Run]:
 def siblings(session_id: str, run_id: int) -> Op[list[Run]]:
     """The runs that share ``run_id``'s parent (itself included), in creation order."""
     run = yield from find_run(session_id, run_id)
-    rows = yield Query("children", {"sid": session_id, "parent_id": run.parent_id}, Fetch.ALL)
+    rows = yield from S.CHILDREN({"sid": session_id, "parent_id": run.parent_id})
     return [run_from_row(row) for row in rows]
 
 
 def branches(session_id: str) -> Op[list[Branch]]:
     """Every leaf of the session's tree, oldest first; ``active`` where the head lies on it."""
-    rows = yield Query("leaves", {"sid": session_id}, Fetch.ALL)
-    active = yield Query("head_leaves", {"sid": session_id}, Fetch.ALL)
-    active_ids = {row[0] for row in active}
+    rows = yield from S.LEAVES({"sid": session_id})
+    active_ids = set((yield from S.HEAD_LEAVES({"sid": session_id})))
     return [
         Branch(
-            leaf_run_id=row[0],
-            depth=row[1],
-            last_user_message=row[2],
-            active=row[0] in active_ids,
-            created_at=as_datetime(row[3]),
+            leaf_run_id=row.id,
+            depth=row.depth,
+            last_user_message=row.user_message,
+            active=row.id in active_ids,
+            created_at=as_datetime(row.created_at),
         )
         for row in rows
     ]
@@ -87,17 +86,17 @@ def branches(session_id: str) -> Op[list[Branch]]:
 
 def session_info(session_id: str) -> Op[SessionInfo | None]:
     """The session's catalogue row, or None."""
-    row = yield Query("session", {"sid": session_id}, Fetch.ONE)
+    row = yield from S.SESSION({"sid": session_id})
     return session_from_row(row) if row is not None else None
 
 
 def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
     """Every run of the session (all branches) in creation order, each with its items."""
-    rows = yield Query("session_runs", {"sid": session_id}, Fetch.ALL)
-    item_rows = yield Query("session_items", {"sid": session_id}, Fetch.ALL)
-    by_run: dict[int, list[Sequence[Any]]] = {}
-    for row in item_rows:  # run_id, id, data
-        by_run.setdefault(row[0], []).append(row[1:])
+    rows = yield from S.SESSION_RUNS({"sid": session_id})
+    item_rows = yield from S.SESSION_ITEMS({"sid": session_id})
+    by_run: dict[int, list[S.RunItemRow]] = {}
+    for row in item_rows:
+        by_run.setdefault(row.run_id, []).append(row)
     return [
         (run, decode_items(by_run.get(run.id, []), session_id))
         for run in (run_from_row(row) for row in rows)
@@ -110,7 +109,7 @@ def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
 
 def get_run(run_id: int) -> Op[Run]:
     """The run ``run_id``, whatever its session."""
-    row = yield Query("run", {"id": run_id}, Fetch.ONE)
+    row = yield from S.RUN({"id": run_id})
     if row is None:
         raise RunNotFoundError(f"no run {run_id}")
     return run_from_row(row)
@@ -118,7 +117,7 @@ def get_run(run_id: int) -> Op[Run]:
 
 def get_tool_call(call_id: int) -> Op[ToolCall]:
     """The tool call row ``call_id`` (the row id, not the model's ``call_id`` string)."""
-    row = yield Query("tool_call", {"id": call_id}, Fetch.ONE)
+    row = yield from S.TOOL_CALL({"id": call_id})
     if row is None:
         raise NotFoundError(f"no tool call {call_id}")
     return tool_call_from_row(row)
@@ -127,10 +126,8 @@ def get_tool_call(call_id: int) -> Op[ToolCall]:
 def run_items(run_id: int) -> Op[list[Any]]:
     """The items of one run, verbatim, in order."""
     run = yield from get_run(run_id)
-    rows = yield Query(
-        "run_items_before",
-        {"sid": run.session_id, "run_id": run.id, "position": run.item_count},
-        Fetch.ALL,
+    rows = yield from S.RUN_ITEMS_BEFORE(
+        {"sid": run.session_id, "run_id": run.id, "position": run.item_count}
     )
     return decode_items(rows, run.session_id)
 
@@ -160,9 +157,9 @@ def path_view(
         leaf_id, leaf_depth = head.id, head.depth
     else:
         anchor = yield from find_run(session_id, through)
-        leaf_id, leaf_depth = yield Query(
-            "descend", {"sid": session_id, "id": anchor.id}, Fetch.ONE
-        )
+        leaf = yield from S.DESCEND({"sid": session_id, "id": anchor.id})
+        assert leaf is not None  # the anchor itself, at least
+        leaf_id, leaf_depth = leaf.id, leaf.depth
     if start is not None:
         lo = max(0, start)
         hi = min(leaf_depth, lo + limit - 1)
@@ -176,24 +173,18 @@ def path_view(
     else:
         hi = leaf_depth
         lo = max(0, hi - limit + 1)
-    rows = yield Query(
-        "path_window", {"sid": session_id, "leaf": leaf_id, "lo": lo, "hi": hi}, Fetch.ALL
-    )
+    rows = yield from S.PATH_WINDOW({"sid": session_id, "leaf": leaf_id, "lo": lo, "hi": hi})
     runs: list[Run] = []
     forks: dict[int, Fork] = {}
-    width = len(RUN_COLUMNS.split(","))
     for row in rows:
         run = run_from_row(row)
         runs.append(run)
-        count, index, previous_id, next_id = row[width:]
-        if count > 1:
-            forks[run.id] = Fork(index, count, previous_id, next_id)
+        if row.sibling_count > 1:
+            forks[run.id] = Fork(row.sibling_index, row.sibling_count, row.previous_id, row.next_id)
     calls: dict[int, list[ToolCall]] = {}
     if runs:
-        call_rows = yield Query(
-            "tool_calls_of_runs",
-            {"sid": session_id, "run_ids": json.dumps([run.id for run in runs])},
-            Fetch.ALL,
+        call_rows = yield from S.TOOL_CALLS_OF_RUNS(
+            {"sid": session_id, "run_ids": json.dumps([run.id for run in runs])}
         )
         for call_row in call_rows:
             call = tool_call_from_row(call_row)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import SchemaError
-from .ops import Fetch, Op, Query
+from . import statements as S
+from .ops import Op, Query
 
 __all__ = [
     "migrate_step",
@@ -21,20 +22,19 @@ def migrate_step(migrations: Sequence[Sequence[str]], lock: str | None) -> Op[bo
     """
     if lock is not None:
         yield Query(lock, raw=True)
-    yield Query("create_version_table")
+    yield from S.CREATE_VERSION_TABLE()
     version = yield from _schema_version(migrations)
     if version == len(migrations):
         return False
     for statement in migrations[version]:
         yield Query(statement, raw=True)
-    yield Query("record_version", {"version": version + 1})
+    yield from S.RECORD_VERSION({"version": version + 1})
     return True
 
 
 def _schema_version(migrations: Sequence[Sequence[str]]) -> Op[int]:
     """The database's schema version (the version table must exist); refuses a newer one."""
-    row = yield Query("schema_version", fetch=Fetch.ONE)
-    version: int = row[0] if row is not None and row[0] is not None else 0
+    version = (yield from S.SCHEMA_VERSION()) or 0
     if version > len(migrations):
         raise SchemaError(
             f"the database's schema is at version {version}, newer than this turnstore "
@@ -51,7 +51,6 @@ def stored_version(migrations: Sequence[Sequence[str]]) -> Op[int | None]:
     Lets a backend skip the migration lock when the schema is current, and open a read-only
     replica.
     """
-    row = yield Query("version_table_exists", fetch=Fetch.ONE)
-    if row is None or not row[0]:
+    if not (yield from S.VERSION_TABLE_EXISTS()):
         return None
     return (yield from _schema_version(migrations)) or None

@@ -8,7 +8,8 @@ One module per concern:
   after a transient failure, a cut-off commit settled by the write's key;
 - ``loop``: the event-loop thread that serves a backend's own pool;
 - ``migrations``: the schema history (``MIGRATIONS``, the DDL of every version);
-- ``sql``: the statements the operations name, by name (``SQL``);
+- ``sql``: its text of the statements that ``core.statements`` declares (``DIALECT``,
+  ``SQL``: every statement it runs, rendered, by statement symbol);
 - ``errors``: psycopg's exceptions mapped to turnstore's, and which are worth a re-run;
 - ``url``: what a ``postgresql://`` URL names (its schema, its server), for messages too.
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..core.ops import Fetch, Op, Query, finish_write, utc
+from ..core.ops import Capability, Fetch, Op, Query, finish_write, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -38,6 +38,7 @@ from ..errors import (
 from . import migrations  # MIGRATIONS read at each open: a test may shorten the history there
 from .errors import connect_error, driver_error
 from .loop import LoopThread, stop_loop
+from .sql import DIALECT
 from .transaction import Retry, Transactions, configure
 from .url import DEFAULT_SCHEMA, check_schema, describe, parse_url, split_schema
 
@@ -64,6 +65,8 @@ class PostgresBackend:
     caller's event loop and the pool is never closed here; the schema is checked (and created
     or upgraded) at the first operation.
     """
+
+    capabilities: Capability = DIALECT.capabilities
 
     def __init__(
         self,

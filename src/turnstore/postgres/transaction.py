@@ -29,10 +29,11 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from ..core.ops import Fetch, Op
+from ..core.dialect import result_row, result_rows
+from ..core.ops import Capability, Fetch, Op, Query
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
-from .sql import SQL
+from .sql import DIALECT
 
 __all__ = ["Retry", "Transactions", "configure"]
 
@@ -165,25 +166,52 @@ class Transactions:
 
     @staticmethod
     async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+        sql = DIALECT.sql
         result: Any = None
         try:
             while True:
                 query = op.send(result)
-                statement = query.name if query.raw else SQL[query.name]
-                if statement is None:  # nothing to do on this backend
-                    result = [] if query.fetch is Fetch.ALL else None
+                if query.raw:
+                    result = await _raw(conn, query)
                     continue
-                # No parameters: the text is sent as is (a raw % needs no escaping).
-                cursor = await conn.execute(statement, query.params or None)
-                if query.fetch is Fetch.ONE:
-                    result = await cursor.fetchone()
-                elif query.fetch is Fetch.ALL:
-                    result = await cursor.fetchall()
-                elif query.fetch is Fetch.ID:  # the statement's RETURNING id
-                    row = await cursor.fetchone()
-                    assert row is not None
-                    result = row[0]
-                else:
+                statement: Any = query.statement
+                try:
+                    text = sql[statement]
+                except KeyError:
+                    text = DIALECT[statement]  # raises, naming what is lacking
+                # Always with parameters: a rendered statement writes a literal % as %%.
+                cursor = await conn.execute(text, query.params)
+                fetch = query.fetch
+                if fetch is Fetch.NONE:
                     result = None
+                    continue
+                if fetch is Fetch.ALL or fetch is Fetch.VALUES:
+                    rows = await cursor.fetchall()
+                    DIALECT.check(statement, cursor.description)
+                    result = result_rows(statement, rows)
+                else:  # ONE, VALUE, or ID (the statement's RETURNING id)
+                    row = await cursor.fetchone()
+                    DIALECT.check(statement, cursor.description)
+                    result = result_row(statement, row)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+
+async def _raw(conn: psycopg.AsyncConnection[Any], query: Query) -> Any:
+    """Run raw SQL (migrations, tests), or answer a question about capabilities."""
+    if query.fetch is Fetch.CAPABILITY:
+        capability = query.statement
+        assert isinstance(capability, Capability)
+        return capability in DIALECT.capabilities
+    assert isinstance(query.statement, str)
+    # No parameters: the text is sent as is (a raw % needs no escaping).
+    cursor = await conn.execute(query.statement, query.params or None)
+    if query.fetch is Fetch.ONE:
+        return await cursor.fetchone()
+    if query.fetch is Fetch.ALL:
+        return await cursor.fetchall()
+    if query.fetch is Fetch.ID:  # the statement's RETURNING id
+        row = await cursor.fetchone()
+        assert row is not None
+        return row[0]
+    return None

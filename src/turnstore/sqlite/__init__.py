@@ -5,7 +5,8 @@ One module per concern:
 - ``driver``: ``SQLiteBackend``, which runs core/'s operations on one connection served by a
   worker thread, one transaction each;
 - ``migrations``: the schema history (``MIGRATIONS``, the DDL of every version);
-- ``sql``: the statements the operations name, by name (``SQL``);
+- ``sql``: its text of the statements that ``core.statements`` declares (``DIALECT``,
+  ``SQL``: every statement it runs, rendered, by statement symbol);
 - ``errors``: ``sqlite3`` errors mapped to turnstore's;
 - ``files``: the database file itself: its kind (turnstore, the SDK's, another
   application's), read-only connections, WAL and cache settings;

@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.ops import Fetch, Op, finish_write, utc
+from ..core.dialect import result_row, result_rows
+from ..core.ops import Capability, Fetch, Op, Query, finish_write, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -33,7 +34,7 @@ from .checkpoint import Checkpointer
 from .errors import driver_error
 from .files import connect_read_only, connect_uri, file_kind, foreign_message, set_caches, set_wal
 from .forkgate import gated
-from .sql import SQL
+from .sql import DIALECT
 
 __all__ = ["SQLiteBackend", "now"]
 
@@ -47,6 +48,8 @@ def now() -> str:
 
 class SQLiteBackend:
     """A SQLite database file (or ``:memory:``), served by one worker thread."""
+
+    capabilities: Capability = DIALECT.capabilities
 
     def __init__(
         self,
@@ -203,25 +206,49 @@ class SQLiteBackend:
         assert self._conn is not None
         cursor = self._conn.cursor()  # one for the whole operation: a statement is ~10 us
         execute = cursor.execute
+        sql, checked = DIALECT.sql, DIALECT.checked
         result: Any = None
         try:
             while True:
                 query = op.send(result)
-                statement = query.name if query.raw else SQL[query.name]
-                if statement is None:  # nothing to do on this backend
-                    result = [] if query.fetch is Fetch.ALL else None
+                if query.raw:
+                    result = self._raw(cursor, query)
                     continue
-                execute(statement, query.params)
-                if query.fetch is Fetch.ONE:
-                    result = cursor.fetchone()
-                elif query.fetch is Fetch.ALL:
-                    result = cursor.fetchall()
-                elif query.fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
+                statement: Any = query.statement
+                try:
+                    text = sql[statement]
+                except KeyError:
+                    text = DIALECT[statement]  # raises, naming what is lacking
+                execute(text, query.params)
+                fetch = query.fetch
+                if fetch is Fetch.NONE:
+                    result = None
+                elif fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
                     result = cursor.lastrowid
                 else:
-                    result = None
+                    if statement not in checked:
+                        DIALECT.check(statement, cursor.description)
+                    if fetch is Fetch.ALL or fetch is Fetch.VALUES:
+                        # Rows straight from the cursor: no list of tuples in between.
+                        result = result_rows(statement, cursor)
+                    else:
+                        result = result_row(statement, cursor.fetchone())
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+    def _raw(self, cursor: sqlite3.Cursor, query: Query) -> Any:
+        """Run raw SQL (migrations, tests), or answer a question about capabilities."""
+        if query.fetch is Fetch.CAPABILITY:
+            capability = query.statement
+            assert isinstance(capability, Capability)
+            return capability in self.capabilities
+        assert isinstance(query.statement, str)
+        cursor.execute(query.statement, query.params)
+        if query.fetch is Fetch.ONE:
+            return cursor.fetchone()
+        if query.fetch is Fetch.ALL:
+            return cursor.fetchall()
+        return cursor.lastrowid if query.fetch is Fetch.ID else None
 
     def _transaction(self, op: Callable[[], Op[T]], write: bool) -> T:
         conn = self._conn

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core import adoption
 from ..core.adoption import AdoptionPlan
+from ..core.ops import Capability
 from ..model import Run
 from .base import StoreBase
 
@@ -19,7 +20,7 @@ __all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted
 
 async def sdk_tables_held(store: StoreBase) -> bool:
     """Whether the store's database holds the SDK's tables (only a SQLite file can)."""
-    if store.backend.dialect != "sqlite":
+    if Capability.SDK_ADOPTION not in store.backend.capabilities:
         return False
     return await store.backend.run(adoption.sdk_tables_held, write=False)
 

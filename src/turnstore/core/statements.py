@@ -1,0 +1,500 @@
+"""Every SQL statement the core runs, declared once: its symbol, fetch kind and row type.
+
+An operation runs a statement by its symbol (``row = yield from SESSION_RUN(params)``), so a
+misspelt statement is a type error and grep finds each use. A statement that every dialect
+runs alike carries its SQL here, written with ``:name`` placeholders (each dialect renders
+them: ``core.dialect``); the others (``sql=None``) are written by each dialect's ``sql``
+module, in the same placeholder style. A statement that ``needs`` a capability is provided
+only by the dialects of backends that have it. ``tests/test_statements.py`` checks that each
+dialect provides exactly the statements it must.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
+from .rows import (
+    RUN_COLUMNS,
+    SESSION_COLUMNS,
+    TOKEN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    PathWindowRow,
+    RunRow,
+    SessionRow,
+    ToolCallRow,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Row types of the statements below (the shared ones are in ``rows``)
+
+
+class HeadRow(NamedTuple):
+    """A session's head run, as an append needs it (``lock.Head``)."""
+
+    id: int | None
+    depth: int | None
+    item_count: int | None
+    parent_id: int | None  # in the model's view: a compaction run's prior run
+    has_children: Any  # a boolean (0/1 on SQLite)
+    indexed_through: int | None  # SQLite's search-index watermark; NULL elsewhere
+
+
+class ItemRow(NamedTuple):
+    """A stored item: its id and JSON (bytes or text)."""
+
+    id: int
+    data: Any
+
+
+class RunItemRow(NamedTuple):
+    """A stored item with its run."""
+
+    run_id: int
+    id: int
+    data: Any
+
+
+class LastItemRow(NamedTuple):
+    id: int
+    position: int
+    call_id: str | None
+    data: Any
+
+
+class ItemPlaceRow(NamedTuple):
+    run_id: int
+    position: int
+
+
+class LeafRow(NamedTuple):
+    id: int
+    depth: int
+    user_message: str | None
+    created_at: Any
+
+
+class AncestorRow(NamedTuple):
+    id: int
+    parent_id: int | None
+    children: int
+
+
+class RunDepthRow(NamedTuple):
+    id: int
+    depth: int
+
+
+class OpenCallRow(NamedTuple):
+    call_id: str
+    id: int
+
+
+class ToolStatsRow(NamedTuple):
+    tool_name: str | None
+    calls: int
+    errors: int
+    timed_calls: int
+    mean_ms: Any
+    p50_ms: Any
+    p95_ms: Any
+    max_ms: Any
+
+
+class ModelResponseRow(NamedTuple):
+    id: int
+    session_id: str
+    run_id: int
+    agent_name: str | None
+    model: str | None
+    response_id: str | None
+    request_id: str | None
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    started_at: Any
+    completed_at: Any
+    latency_ms: float | None
+
+
+class UsageSumRow(NamedTuple):
+    """Token usage summed over one group (a NULL sum: no runs with tokens)."""
+
+    key: Any
+    runs: int
+    requests: Any
+    input_tokens: Any
+    output_tokens: Any
+    total_tokens: Any
+    cached_tokens: Any
+    reasoning_tokens: Any
+
+
+class SearchRow(NamedTuple):
+    id: int
+    session_id: str
+    run_id: int
+    type: str
+    role: str | None
+    created_at: Any
+    snippet: str | None
+    rank: float
+
+
+for _row in (ModelResponseRow, UsageSumRow):
+    assert set(TOKEN_COLUMNS) <= set(_row._fields), _row
+
+TOKENS = ", ".join(TOKEN_COLUMNS)
+"""The token columns, as a select or insert list."""
+
+
+def tokens(alias: str) -> str:
+    """The token columns of the table ``alias``, as a select list."""
+    return ", ".join(f"{alias}.{column}" for column in TOKEN_COLUMNS)
+
+
+def token_sums(alias: str = "") -> str:
+    """The sum of each token column (of the table ``alias``), named as the column."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"sum({prefix}{column}) AS {column}" for column in TOKEN_COLUMNS)
+
+
+# Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
+_TOKEN_MAX = {"requests": ":max_requests"}
+
+
+def add_usage_sql(least: str, where: str) -> str:
+    """``ADD_RUN_USAGE`` in a dialect whose two-argument minimum is ``least``."""
+    sets = "".join(
+        f"\n            {column} = {least}({column}, {_TOKEN_MAX.get(column, ':max')} - :{column})"
+        f" + :{column},"
+        for column in TOKEN_COLUMNS
+    )
+    return f"""
+        -- A sum stops at its column's largest value: a usage figure never fails a turn.
+        UPDATE runs SET{sets}
+            updated_at = :now
+        WHERE {where}"""
+
+
+def _set_usage_sql(where: str) -> str:
+    """``SET_RUN_USAGE`` of the runs ``where`` selects."""
+    sets = ", ".join(f"{column} = :{column}" for column in TOKEN_COLUMNS)
+    return f"""
+        UPDATE runs SET {sets}, updated_at = :now
+        WHERE {where}"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema versions (core.schema)
+
+CREATE_VERSION_TABLE = Execute("create_version_table")
+SCHEMA_VERSION = Value(
+    "schema_version",
+    "SELECT max(version) AS version FROM turnstore_schema",
+    column="version",
+    holds=int,
+)
+VERSION_TABLE_EXISTS = Value("version_table_exists", column="present", holds=int)
+RECORD_VERSION = Execute(
+    "record_version", "INSERT INTO turnstore_schema (version) VALUES (:version)"
+)
+
+# ---------------------------------------------------------------------------------------------
+# The session's head (core.lock)
+
+ENSURE_SESSION = Execute(
+    "ensure_session",
+    """
+        INSERT INTO sessions (session_id, title, created_at, updated_at)
+        VALUES (:sid, :title, :now, :now)
+        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
+            title = coalesce(sessions.title, excluded.title)""",
+)
+UPSERT_HEAD = One("upsert_head", needs=Capability.UPSERT_HEAD, row=HeadRow)
+LOCK_HEAD = One("lock_head", row=HeadRow)
+SET_HEAD = Execute(
+    "set_head",
+    """
+        UPDATE sessions SET head_run_id = :head, updated_at = :now WHERE session_id = :sid""",
+)
+
+# ---------------------------------------------------------------------------------------------
+# Write keys (core.once): a claim returns a row only when the key is new
+
+FORGET_OPERATIONS = Execute(
+    "forget_operations", "DELETE FROM operations WHERE session_id = :sid AND op_id < :before"
+)
+FORGET_OTHER_OPERATIONS = Execute(
+    "forget_other_operations", "DELETE FROM operations WHERE session_id = :sid AND op_id <> :key"
+)
+CLAIM_OPERATION = Value(
+    "claim_operation",
+    """
+        INSERT INTO operations (session_id, op_id) VALUES (:sid, :key)
+        ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
+    column="claimed",
+    holds=int,
+)
+OPERATION_RESULT = Value(
+    "operation_result",
+    "SELECT result FROM operations WHERE session_id = :sid AND op_id = :key",
+    column="result",
+    holds=str,
+)
+KEEP_OPERATION_RESULT = Execute(
+    "keep_operation_result",
+    """
+        UPDATE operations SET result = :result WHERE session_id = :sid AND op_id = :key""",
+)
+
+# ---------------------------------------------------------------------------------------------
+# Adopting the SDK's SQLiteSession tables in the same file (core/adoption.py)
+
+SDK_MESSAGES_TABLE = Value(
+    "sdk_messages_table", needs=Capability.SDK_ADOPTION, column="present", holds=int
+)
+SDK_ADOPTED_IDS = Values(
+    "sdk_adopted_ids", needs=Capability.SDK_ADOPTION, column="session_id", holds=str
+)
+SDK_UNADOPTED = Value("sdk_unadopted", needs=Capability.SDK_ADOPTION, column="present", holds=int)
+CLAIM_SDK_ADOPTION = Value(
+    "claim_sdk_adoption", needs=Capability.SDK_ADOPTION, column="claimed", holds=int
+)
+
+# ---------------------------------------------------------------------------------------------
+# Appending (core.append)
+
+INSERT_RUN = Insert(
+    "insert_run",
+    """
+        INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
+                          item_count, status, created_at, updated_at)
+        VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :item_count,
+                :status, :now, :now)""",
+)
+# Statements keyed by a row's id name its session too: PostgreSQL's shards need it, and to
+# SQLite it is one comparison more on the row its primary key finds. A run's status
+# (model.RunStatus) follows its writes (NULL: as it is); a compacted run stays so.
+_RUN_STATUS = """status = CASE WHEN CAST(:status AS TEXT) IS NULL OR status = 'compacted'
+                          THEN status ELSE :status END"""
+UPDATE_RUN_APPEND = Execute(
+    "update_run_append",
+    f"""
+        UPDATE runs SET item_count = :item_count, updated_at = :now,
+            assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
+                                     ELSE assistant_message END,
+            {_RUN_STATUS}
+        WHERE session_id = :sid AND id = :id""",
+)
+# A Runner call's usage since its last write: each call's tokens add up on its run (each
+# dialect writes it with its own two-argument minimum: ``add_usage_sql``).
+ADD_RUN_USAGE = Execute("add_run_usage")
+SET_RUN_USAGE = Execute("set_run_usage", _set_usage_sql("session_id = :sid AND id = :id"))
+SET_RUN_ANSWER = Execute(
+    "set_run_answer",
+    f"""
+        UPDATE runs SET updated_at = :now,
+            assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
+                                     ELSE assistant_message END,
+            {_RUN_STATUS}
+        WHERE session_id = :sid AND id = :id""",
+)
+# A new question below a run still under way: its Runner call ended without an answer.
+FAIL_RUN = Execute(
+    "fail_run",
+    """
+        UPDATE runs SET status = 'failed', updated_at = :now
+        WHERE session_id = :sid AND id = :id AND status = 'in_progress'""",
+)
+INSERT_ITEM = Insert(
+    "insert_item",
+    """
+        INSERT INTO items (session_id, run_id, position, type, role, call_id, name, text, data,
+                           created_at)
+        VALUES (:sid, :run_id, :position, :type, :role, :call_id, :name, :text, :data, :now)""",
+)
+INSERT_TOOL_CALL = Execute(
+    "insert_tool_call",
+    """
+        INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
+                                status, error, call_item_id, output_item_id, created_at,
+                                completed_at)
+        VALUES (:sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status,
+                :error, :call_item_id, :output_item_id, :now, :completed_at)""",
+)
+OPEN_TOOL_CALLS = All("open_tool_calls", row=OpenCallRow)
+COMPLETE_TOOL_CALL = Execute(
+    "complete_tool_call",
+    """
+        UPDATE tool_calls SET output = :output, status = :status, error = :error,
+            output_item_id = :output_item_id, completed_at = :now
+        WHERE session_id = :sid AND id = :id""",
+)
+UPDATE_SESSION_INFO = Execute("update_session_info")
+# Telemetry from session.hooks
+INSERT_MODEL_RESPONSE = Execute(
+    "insert_model_response",
+    f"""
+        INSERT INTO model_responses (session_id, run_id, agent_name, model, response_id,
+            request_id, {TOKENS}, started_at, completed_at, latency_ms)
+        VALUES (:sid, :run_id, :agent_name, :model, :response_id, :request_id,
+            {", ".join(":" + column for column in TOKEN_COLUMNS)},
+            :started_at, :completed_at, :latency_ms)""",
+)
+SET_RUN_AGENT = Execute(
+    "set_run_agent",
+    """
+        UPDATE runs SET agent_name = :agent_name, model = :model
+        WHERE session_id = :sid AND id = :id""",
+)
+SET_TOOL_TIMING = Execute("set_tool_timing")
+
+# The search index, where it is fed in batches (SQLite): what it lacks, and feeding it.
+INDEX_PENDING = Value("index_pending", needs=Capability.SEARCH_BACKLOG, column="pending", holds=int)
+INDEX_BACKLOG = Execute("index_backlog", needs=Capability.SEARCH_BACKLOG)
+MARK_INDEXED = Execute("mark_indexed", needs=Capability.SEARCH_BACKLOG)
+# A read-only store's searches: a private copy of the backlog, searched too.
+CREATE_BACKLOG_COPY = Execute("create_backlog_copy", needs=Capability.SEARCH_BACKLOG)
+CLEAR_BACKLOG_COPY = Execute("clear_backlog_copy", needs=Capability.SEARCH_BACKLOG)
+COPY_BACKLOG = Execute("copy_backlog", needs=Capability.SEARCH_BACKLOG)
+
+# ---------------------------------------------------------------------------------------------
+# Reading (core.reads): the active path, the tree, runs and sessions
+
+# The model's view of the active path, oldest first: each item's JSON only.
+PATH_ITEMS = Values("path_items", column="data", holds=object)
+# Its newest ``limit`` items, newest first.
+PATH_ITEMS_TAIL = All("path_items_tail", row=ItemRow)
+PATH_RUNS = All("path_runs", row=RunRow)
+# By id alone, whatever the session (deep links).
+RUN = One("run", f"SELECT {RUN_COLUMNS} FROM runs WHERE id = :id", row=RunRow)
+SESSION_RUN = One(
+    "session_run",
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid AND id = :id",
+    row=RunRow,
+)
+CHILDREN = All("children", row=RunRow)
+LEAVES = All("leaves", row=LeafRow)
+HEAD_LEAVES = Values("head_leaves", column="id", holds=int)
+SESSION = One(
+    "session", f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = :sid", row=SessionRow
+)
+SESSION_RUNS = All(
+    "session_runs",
+    f"SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid ORDER BY id",
+    row=RunRow,
+)
+SESSION_ITEMS = All("session_items", row=RunItemRow)
+# The web viewer: the branch below a run, a window of a branch with each run's place among
+# its siblings, and the tool calls of a window's runs.
+DESCEND = One("descend", row=RunDepthRow)
+PATH_WINDOW = All("path_window", row=PathWindowRow)
+TOOL_CALLS_OF_RUNS = All("tool_calls_of_runs", row=ToolCallRow)
+# By id alone (deep links).
+TOOL_CALL = One(
+    "tool_call", f"SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = :id", row=ToolCallRow
+)
+RUN_ITEMS_BEFORE = All("run_items_before", row=ItemRow)
+
+# ---------------------------------------------------------------------------------------------
+# Changing history (core.history) and compaction (core.compaction)
+
+DELETE_SESSION = Execute("delete_session", "DELETE FROM sessions WHERE session_id = :sid")
+LAST_ITEM = One("last_item", row=LastItemRow)
+FIRST_ITEM = One("first_item", row=ItemRow)
+FIRST_CHILD = Value(
+    "first_child",
+    "SELECT id FROM runs WHERE session_id = :sid AND parent_id = :id LIMIT 1",
+    column="id",
+    holds=int,
+)
+DROP_CALL_OF_ITEM = Execute("drop_call_of_item")
+REOPEN_CALL_OF_OUTPUT = Execute("reopen_call_of_output")
+DELETE_ITEM = Execute("delete_item", "DELETE FROM items WHERE session_id = :sid AND id = :id")
+DELETE_RUN = Execute("delete_run", "DELETE FROM runs WHERE session_id = :sid AND id = :id")
+SHRINK_RUN = Execute("shrink_run")
+ANCESTORS_CHILD_COUNTS = All("ancestors_child_counts", row=AncestorRow)
+IS_ANCESTOR = Value("is_ancestor", column="found", holds=int)
+ITEM_PLACE = One(
+    "item_place",
+    "SELECT run_id, position FROM items WHERE session_id = :sid AND id = :id",
+    row=ItemPlaceRow,
+)
+INSERT_COMPACTION_RUN = Insert(
+    "insert_compaction_run",
+    """
+        INSERT INTO runs (session_id, parent_id, depth, item_count, kind, prior_run_id,
+                          created_at, updated_at)
+        VALUES (:sid, :parent_id, :depth, :item_count, 'compaction', :prior_run_id, :now, :now)""",
+)
+MARK_COMPACTED = Execute("mark_compacted")
+
+# ---------------------------------------------------------------------------------------------
+# Queries and analytics (core.queries)
+
+# The session catalogue, by (order, filtered by user).
+SESSIONS_BY_CREATED_AT = All("sessions_by_created_at", row=SessionRow)
+SESSIONS_BY_CREATED_AT_USER = All("sessions_by_created_at_user", row=SessionRow)
+SESSIONS_BY_UPDATED_AT = All("sessions_by_updated_at", row=SessionRow)
+SESSIONS_BY_UPDATED_AT_USER = All("sessions_by_updated_at_user", row=SessionRow)
+DELETE_SESSION_RETURNING = Value(
+    "delete_session_returning",
+    "DELETE FROM sessions WHERE session_id = :sid RETURNING session_id",
+    column="session_id",
+    holds=str,
+)
+
+# Tool calls, each family by the filter whose index drives it: run, session, tool, or none.
+TOOL_CALLS_BY_RUN = All("tool_calls_by_run", row=ToolCallRow)
+TOOL_CALLS_BY_SESSION = All("tool_calls_by_session", row=ToolCallRow)
+TOOL_CALLS_BY_TOOL = All("tool_calls_by_tool", row=ToolCallRow)
+TOOL_CALLS_BY_ALL = All("tool_calls_by_all", row=ToolCallRow)
+SLOWEST_TOOL_CALLS_BY_RUN = All("slowest_tool_calls_by_run", row=ToolCallRow)
+SLOWEST_TOOL_CALLS_BY_SESSION = All("slowest_tool_calls_by_session", row=ToolCallRow)
+SLOWEST_TOOL_CALLS_BY_TOOL = All("slowest_tool_calls_by_tool", row=ToolCallRow)
+SLOWEST_TOOL_CALLS_BY_ALL = All("slowest_tool_calls_by_all", row=ToolCallRow)
+TOOL_STATS_BY_RUN = All("tool_stats_by_run", row=ToolStatsRow)
+TOOL_STATS_BY_SESSION = All("tool_stats_by_session", row=ToolStatsRow)
+TOOL_STATS_BY_TOOL = All("tool_stats_by_tool", row=ToolStatsRow)
+TOOL_STATS_BY_ALL = All("tool_stats_by_all", row=ToolStatsRow)
+ITEMS_OF_RUNS = All("items_of_runs", row=RunItemRow)
+
+# Model calls recorded by session.hooks.
+MODEL_RESPONSES = """
+        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {tokens},
+            started_at, completed_at, latency_ms
+        FROM model_responses WHERE {condition} ORDER BY id DESC LIMIT :limit"""
+MODEL_RESPONSES_BY_RUN = All("model_responses_by_run", row=ModelResponseRow)
+MODEL_RESPONSES_BY_SESSION = All(
+    "model_responses_by_session",
+    MODEL_RESPONSES.format(tokens=TOKENS, condition="session_id = :sid"),
+    row=ModelResponseRow,
+)
+MODEL_RESPONSES_BY_ALL = All("model_responses_by_all", row=ModelResponseRow)
+
+# Token usage per group.
+USAGE_BY_SESSION = All("usage_by_session", row=UsageSumRow)
+USAGE_BY_USER = All("usage_by_user", row=UsageSumRow)
+USAGE_BY_DAY = All("usage_by_day", row=UsageSumRow)
+USAGE_BY_MODEL = All("usage_by_model", row=UsageSumRow)
+USAGE_BY_AGENT = All("usage_by_agent", row=UsageSumRow)
+
+# Full-text search: by relevance or newest first; the "_BACKLOG" variants search the private
+# copy of the backlog that a read-only store makes (copy_backlog).
+SEARCH = All("search", row=SearchRow)
+SEARCH_RECENT = All("search_recent", row=SearchRow)
+SEARCH_BACKLOG = All("search_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
+SEARCH_RECENT_BACKLOG = All("search_recent_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
+
+# ---------------------------------------------------------------------------------------------
+
+STATEMENTS: tuple[Statement, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Statement)
+)
+"""Every statement, in declaration order."""
+
+assert len({statement.name for statement in STATEMENTS}) == len(STATEMENTS)

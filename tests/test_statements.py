@@ -1,0 +1,126 @@
+"""Statements are declared once (``core.statements``) and every dialect provides what it must.
+
+Each statement the core runs is provided by every backend's dialect, unless it needs a
+capability that the backend lacks (then the core asks ``supports`` before running it, and the
+dialect must not provide it); rows come back as the statement's row type, read by name.
+"""
+
+from __future__ import annotations
+
+import re
+from types import ModuleType
+
+import pytest
+
+from conftest import require_module
+from turnstore import sqlite
+from turnstore.core import statements as S
+from turnstore.core.dialect import Dialect, check_columns, named, pyformat
+from turnstore.core.ops import All, Capability, Execute, Fetch, Insert, One, Query, Value, Values
+from turnstore.core.rows import TOKEN_COLUMNS, usage_from_row, usage_params
+from turnstore.model import Usage
+
+psycopg = require_module("psycopg")
+from turnstore import postgres  # noqa: E402
+from turnstore.postgres.driver import PostgresBackend  # noqa: E402
+
+BACKENDS = [
+    pytest.param(sqlite, sqlite.SQLiteBackend.capabilities, id="sqlite"),
+    pytest.param(postgres, PostgresBackend.capabilities, id="postgres"),
+]
+
+
+@pytest.mark.parametrize(("module", "capabilities"), BACKENDS)
+def test_each_dialect_provides_every_statement_it_can_run(
+    module: ModuleType, capabilities: Capability
+) -> None:
+    expected = {s for s in S.STATEMENTS if not s.needs & ~capabilities}
+    assert set(module.SQL) == expected
+    assert module.sql.DIALECT.capabilities == capabilities
+
+
+def test_capabilities_guard_what_a_backend_lacks() -> None:
+    lacking = {s.name for s in S.STATEMENTS if s not in postgres.SQL}
+    assert lacking == {s.name for s in S.STATEMENTS if s.needs is not Capability.NONE}
+    assert all(s in sqlite.SQL for s in S.STATEMENTS)  # SQLite has every capability
+
+
+def test_statements_are_declared_once_by_name() -> None:
+    names = [s.name for s in S.STATEMENTS]
+    assert len(names) == len(set(names))
+    for statement in S.STATEMENTS:  # the symbol is the name, in capitals: grep finds both
+        assert getattr(S, statement.name.upper()) is statement
+
+
+@pytest.mark.parametrize("module", [sqlite, postgres], ids=["sqlite", "postgres"])
+def test_placeholders_are_rendered_in_the_dialects_style(module: ModuleType) -> None:
+    for statement, sql in module.SQL.items():
+        if module is sqlite:
+            assert "%(" not in sql, statement
+        else:
+            assert re.search(r"(?<![:\w]):[a-z_]", sql) is None, (statement, sql)
+
+
+def test_pyformat_rendering() -> None:
+    assert pyformat("a = :a AND b::jsonb = :b::jsonb AND c LIKE '5%'") == (
+        "a = %(a)s AND b::jsonb = %(b)s::jsonb AND c LIKE '5%%'"
+    )
+    assert named("a = :a") == "a = :a"
+
+
+def test_a_dialect_must_provide_every_statement_it_can_run() -> None:
+    lone = Execute("lone")
+    with pytest.raises(AssertionError, match="lacks the statement lone"):
+        Dialect("x", {}, render=named, capabilities=Capability.NONE, statements=[lone])
+    guarded = Execute("guarded", needs=Capability.UPSERT_HEAD)
+    with pytest.raises(AssertionError, match="cannot run"):
+        Dialect(
+            "x", {guarded: "SELECT 1"}, render=named, capabilities=Capability.NONE,
+            statements=[guarded],
+        )  # fmt: skip
+    dialect = Dialect("x", {}, render=named, capabilities=Capability.NONE, statements=[guarded])
+    with pytest.raises(LookupError, match="x cannot run guarded"):
+        dialect[guarded]
+
+
+def test_inserts_return_their_id() -> None:
+    inserts = [s for s in S.STATEMENTS if isinstance(s, Insert)]
+    assert inserts
+    for statement in inserts:
+        assert postgres.SQL[statement].rstrip().endswith("RETURNING id")
+        assert "RETURNING" not in sqlite.SQL[statement]
+
+
+def test_fetch_kinds_and_row_types() -> None:
+    assert S.SESSION_RUN.fetch is Fetch.ONE
+    assert S.SESSION_RUN.columns[0] == "id"
+    assert isinstance(S.PATH_RUNS, All)
+    assert isinstance(S.LOCK_HEAD, One)
+    assert isinstance(S.PATH_ITEMS, Values)
+    assert S.PATH_ITEMS.columns == ("data",)
+    assert isinstance(S.FIRST_CHILD, Value)
+    assert S.FIRST_CHILD.fetch is Fetch.VALUE
+    assert Query(S.SET_HEAD, {}).fetch is Fetch.NONE
+    with pytest.raises(AttributeError):  # and a type error: raw SQL needs raw=True
+        Query("SELECT 1")  # type: ignore[call-overload]
+
+
+def test_a_column_out_of_place_fails_loudly() -> None:
+    description = [(name, None) for name in S.HeadRow._fields]
+    check_columns(S.LOCK_HEAD, description)
+    moved = [description[1], description[0], *description[2:]]
+    with pytest.raises(AssertionError, match="lock_head returned the columns"):
+        check_columns(S.LOCK_HEAD, moved)
+    with pytest.raises(AssertionError):
+        check_columns(S.LOCK_HEAD, [*description, ("extra", None)])
+
+
+def test_the_token_columns_are_usage_s_fields() -> None:
+    assert tuple(Usage.__slots__) == TOKEN_COLUMNS
+    usage = Usage(1, 2, 3, 4, 5, 6)
+    assert usage_params(usage) == dict(zip(TOKEN_COLUMNS, range(1, 7), strict=True))
+    row = S.UsageSumRow("k", 1, *range(1, 7))
+    assert usage_from_row(row) == usage
+    for statement in (S.INSERT_MODEL_RESPONSE, S.ADD_RUN_USAGE, S.SET_RUN_USAGE):
+        for sql in (sqlite.SQL[statement], postgres.SQL[statement]):
+            assert all(column in sql for column in TOKEN_COLUMNS), statement.name
