@@ -474,7 +474,11 @@ MODEL_RESPONSES_BY_SESSION = All(
     MODEL_RESPONSES.format(tokens=TOKENS, condition="session_id = :sid"),
     row=ModelResponseRow,
 )
-MODEL_RESPONSES_BY_ALL = All("model_responses_by_all", row=ModelResponseRow)
+MODEL_RESPONSES_BY_ALL = All(
+    "model_responses_by_all",
+    MODEL_RESPONSES.format(tokens=TOKENS, condition="1 = 1"),
+    row=ModelResponseRow,
+)
 
 # Token usage per group.
 USAGE_BY_SESSION = All("usage_by_session", row=UsageSumRow)

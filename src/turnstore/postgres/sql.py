@@ -399,7 +399,6 @@ _QUERIES: dict[Statement, str] = {
         WHERE session_id = :sid AND id = (
             SELECT max(id) FROM tool_calls WHERE session_id = :sid AND {_CALL_ID_IS})""",
     S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(tokens=S.TOKENS, condition=_BY_RUN),
-    S.MODEL_RESPONSES_BY_ALL: S.MODEL_RESPONSES.format(tokens=S.TOKENS, condition="TRUE"),
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),

@@ -386,7 +386,6 @@ _QUERIES: dict[Statement, str] = {
     S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(
         tokens=S.TOKENS, condition="run_id = :run_id"
     ),
-    S.MODEL_RESPONSES_BY_ALL: S.MODEL_RESPONSES.format(tokens=S.TOKENS, condition="1 = 1"),
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="substr(r.created_at, 1, 10)"),
