@@ -46,10 +46,10 @@ from _common import (
     write_json,
 )
 from turnstore import Store
-from turnstore.core import append, base
+from turnstore.core import append, catalogue
 from turnstore.core.append import GraftRun
 from turnstore.core.codec import prepare_items
-from turnstore.core.ops import Op, Query
+from turnstore.core.ops import Fetch, Op, Query
 
 PHRASE = "zeppelin maintenance schedule"
 RARE = "quokka"
@@ -71,10 +71,10 @@ def _planted(index: int, runs: int) -> str | None:
     return None
 
 
-def _bulk(chunk: Sequence[tuple[str, list[GraftRun], append.SessionPatch, Any]]) -> Op[None]:
+def _bulk(chunk: Sequence[tuple[str, list[GraftRun], catalogue.SessionPatch, Any]]) -> Op[None]:
     for session_id, runs, patch, when in chunk:
         yield from append.graft(session_id, runs, 0, when)
-        yield from append.update_session(session_id, patch, when)
+        yield from catalogue.update_session(session_id, patch, when)
 
 
 async def build(store: Store, runs: int, log: Any) -> None:
@@ -87,7 +87,7 @@ async def build(store: Store, runs: int, log: Any) -> None:
             turn = make_turn(index, seed=4, question=_planted(index, runs))
             items = [item for batch in turn for item in batch]
             when = store.backend.bind_time(start + timedelta(milliseconds=index))
-            patch = append.SessionPatch(
+            patch = catalogue.SessionPatch(
                 user_id=f"user{index % 1000:04d}", metadata=f'{{"tier": {index % 3}}}'
             )
             chunk.append((f"session-{index:07d}", [GraftRun(prepare_items(items))], patch, when))
@@ -108,7 +108,7 @@ async def _analyze(store: Store) -> None:
 
 async def _count(store: Store, table: str) -> int:
     def op() -> Op[int]:
-        row = yield Query(f"SELECT count(*) FROM {table}", fetch=base.Fetch.ONE, raw=True)
+        row = yield Query(f"SELECT count(*) FROM {table}", fetch=Fetch.ONE, raw=True)
         return int(row[0])
 
     return await store.backend.run(op, write=False)
@@ -120,7 +120,7 @@ def _like_scan(store: Store, pattern: str) -> Any:
 
     async def action() -> None:
         def op() -> Op[Any]:
-            rows = yield Query(statement, {"p": f"%{pattern}%"}, base.Fetch.ALL, raw=True)
+            rows = yield Query(statement, {"p": f"%{pattern}%"}, Fetch.ALL, raw=True)
             return rows
 
         await store.backend.run(op, write=False)

@@ -15,17 +15,15 @@ if [ ! -x "$VENV/bin/mutmut" ]; then
     echo "mutmut is missing: run scripts/test.sh (or pip install -e '.[dev]') first" >&2
     exit 2
 fi
-# The core functions: pairing (append), the tree (history), path reads (reads), migrations
-# (schema) and search rendering (the search parts of queries; the rest of it is analytics).
+# The core functions: pairing (plan, append), the tree (history), path reads (reads),
+# migrations (schema) and search rendering (search).
 CORE=(
+    'turnstore.core.plan.*'
     'turnstore.core.append.*'
     'turnstore.core.history.*'
     'turnstore.core.reads.*'
     'turnstore.core.schema.*'
-    'turnstore.core.queries.x_parse_search__*'
-    'turnstore.core.queries.x__searchable__*'
-    'turnstore.core.queries.x_search__*'
-    'turnstore.core.queries.xǁSearchQueryǁ*'
+    'turnstore.core.search.*'
 )
 if [ $# -gt 0 ]; then
     CORE=("$@")

@@ -168,3 +168,21 @@ def test_every_case_runs_from_the_command_line(
     assert {name for _, name in measured} == set(bench_session.CONTENDERS)
     for row in report["results"]:
         assert len(row["samples_ns"]) == len(row["cpu_samples_ns"]) >= 1
+
+
+@pytest.mark.parametrize("module", sorted(path.stem for path in BENCH.glob("bench_*.py")))
+def test_every_benchmark_imports(module: str) -> None:
+    """A benchmark that reaches into turnstore's internals breaks when they move; it must
+    break here, not when someone next measures."""
+    __import__(module)
+
+
+def test_the_query_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_queries
+
+    out = tmp_path / "queries.json"
+    bench_queries.main(
+        ["--runs", "2000", "--repeats", "1", "--dir", str(tmp_path), "--json", str(out)]
+    )
+    figures = json.loads(out.read_text())
+    assert figures  # every figure was measured and written, whatever its verdict

@@ -32,8 +32,8 @@ from turnstore import (
     Usage,
 )
 from turnstore.core.ops import Capability
-from turnstore.core.queries import parse_search
 from turnstore.core.rows import as_datetime
+from turnstore.core.search import parse_search
 from turnstore.core.statements import LOCK_HEAD
 from turnstore.export import runs_from_jsonl
 
@@ -619,7 +619,7 @@ async def test_search_finds_tool_outputs_and_assistant_text(store: Store) -> Non
 
 
 async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Store) -> None:
-    from turnstore.core.append import INDEX_BATCH
+    from turnstore.core.search_index import INDEX_BATCH
 
     # More items than one index batch, so that some are indexed on write and some are not.
     batch = [assistant(f"filler {n}") for n in range(INDEX_BATCH + 5)]
@@ -643,7 +643,7 @@ async def test_search_follows_writes_and_deletes_past_the_index_batch(store: Sto
 
 
 async def test_sqlite_appends_feed_the_index_in_batches(tmp_path: Any) -> None:
-    from turnstore.core.append import INDEX_BATCH
+    from turnstore.core.search_index import INDEX_BATCH
 
     async def indexed_through(store: Store) -> int:
         [(value,)] = await sql(store, "SELECT indexed_through FROM items_fts_state")

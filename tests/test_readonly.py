@@ -181,7 +181,7 @@ async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
 async def test_read_only_search_merges_the_index_and_the_backlog_in_order(
     tmp_path: Path, order: str
 ) -> None:
-    from turnstore.core.append import INDEX_BATCH
+    from turnstore.core.search_index import INDEX_BATCH
 
     path = tmp_path / "c.db"
     async with Store.open(path) as writer:

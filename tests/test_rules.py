@@ -176,7 +176,7 @@ async def test_stored_marks_are_not_matches(store: Store) -> None:
 
 
 def test_unmark() -> None:
-    from turnstore.core.queries import SNIPPET_MARKS, unmark
+    from turnstore.core.search import SNIPPET_MARKS, unmark
 
     o, c = SNIPPET_MARKS
     assert unmark(f"a {o}b{c} c {o}dd{c}") == ("a b c dd", ((2, 3), (6, 8)))

@@ -4,11 +4,13 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
-from .core.append import ResponseRecord, SessionPatch, Telemetry, ToolTiming
+from .core.catalogue import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
 from .core.ops import Backend
-from .core.queries import SearchOrder, SessionOrder, UsageGroup
+from .core.queries import SessionOrder, UsageGroup
+from .core.search import SearchOrder
+from .core.telemetry import ResponseRecord, Telemetry, ToolTiming
 from .errors import (
     ClosedError,
     ConfigurationError,

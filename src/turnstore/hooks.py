@@ -25,7 +25,7 @@ from typing import Any
 
 from agents import RunHooks
 
-from .core.append import ResponseRecord, Telemetry, ToolTiming
+from .core.telemetry import ResponseRecord, Telemetry, ToolTiming
 from .model import Usage
 
 __all__ = ["Recorder", "SessionHooks"]

@@ -50,7 +50,7 @@ _Handler = Callable[[Mapping[str, Any]], ItemInfo]
 _Getter = Callable[[Mapping[str, Any]], str | None]
 
 # NUL is refused by PostgreSQL TEXT, lone surrogates by every UTF-8 encoder; U+FDD0 and U+FDD1
-# are the search's snippet marks (core.queries.SNIPPET_MARKS), which stored text must not hold.
+# are the search's snippet marks (core.search.SNIPPET_MARKS), which stored text must not hold.
 _UNSAFE = re.compile("[\x00\ud800-\udfff\ufdd0\ufdd1]")
 # Stand-ins for media parts: the (often base64) payload stays in the verbatim item only.
 _MEDIA = {"input_image": "<image>", "computer_screenshot": "<image>", "input_file": "<file>"}

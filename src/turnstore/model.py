@@ -43,7 +43,7 @@ COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's vi
 # and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats): its status
 # says so (a tool that could not finish; ``incomplete``: the model's output was cut off), or an
 # error was recorded (an MCP call's error, a tool output that reports one: see
-# ``core.append.reports_error``). The statuses are the Responses API's; ``error`` is none of
+# ``core.plan.reports_error``). The statuses are the Responses API's; ``error`` is none of
 # them, so a tool call never has it.
 FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete"})
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from . import validate
-from .core.append import SessionPatch
+from .core.catalogue import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .importers import adopt

@@ -1,4 +1,4 @@
-"""The read side shared by every backend: catalogue, tool calls, usage, search, export data.
+"""The read side shared by every backend: catalogue, tool calls, usage, export data.
 
 Like the operations in ``append``, ``reads`` and ``history``, each query is a generator that
 yields ``Query`` requests and never touches a driver; the statements are declared in
@@ -13,8 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -23,7 +22,6 @@ from ..errors import InvalidOperationError, SessionNotFoundError
 from ..model import (
     ModelResponse,
     Run,
-    SearchResult,
     SessionInfo,
     SessionPage,
     ToolCall,
@@ -31,7 +29,6 @@ from ..model import (
     UsageRow,
 )
 from . import statements as S
-from .append import copy_backlog, index_backlog
 from .codec import decode_items
 from .ops import All, Op
 from .reads import path_runs, session_info, session_tree
@@ -47,15 +44,11 @@ from .rows import (
 __all__ = [
     "GROUPS",
     "ORDERS",
-    "SEARCH_ORDERS",
     "ExportData",
-    "SearchQuery",
     "delete_session",
     "export_data",
     "list_sessions",
     "model_responses",
-    "parse_search",
-    "search",
     "tool_calls",
     "tool_stats",
     "usage",
@@ -63,10 +56,8 @@ __all__ = [
 
 SessionOrder = Literal["created_at", "updated_at"]
 UsageGroup = Literal["session", "user", "model", "agent", "day"]
-SearchOrder = Literal["relevance", "recent"]
 ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
 GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day")
-SEARCH_ORDERS: tuple[SearchOrder, ...] = ("relevance", "recent")
 
 # ---------------------------------------------------------------------------------------------
 # The session catalogue
@@ -333,238 +324,6 @@ def usage(
     ]
     result.sort(key=lambda row: (row.key is not None, row.key or ""))
     return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Full-text search
-
-# A term of the query language, after the optional "-" of a negation: a quoted phrase (the
-# closing quote may be missing), or a run of anything but space.
-_TERM = re.compile(r'(-?)(?:"([^"]*)"?|(\S+))')
-
-
-@dataclass(frozen=True, slots=True)
-class _Term:
-    text: str
-    prefix: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SearchQuery:
-    """A parsed search: groups of alternatives (all groups must match), and exclusions.
-
-    The language is a web-search one: words (all must occur), ``"exact phrase"``, ``a OR b``,
-    ``-word`` (exclude), ``word*`` (prefix). Anything else, including characters that are
-    operators to the engine, is plain text: a query never raises a syntax error. Every term
-    is rendered as a quoted string, so the engine never reads user text as syntax.
-    """
-
-    groups: tuple[tuple[_Term, ...], ...]
-    excluded: tuple[_Term, ...]
-
-    def __bool__(self) -> bool:
-        return bool(self.groups)
-
-    @property
-    def phrase(self) -> str | None:
-        """The query's words as one phrase (exact matches rank first), if that differs."""
-        if any(len(group) > 1 for group in self.groups):
-            return None
-        terms = [group[0] for group in self.groups]
-        words = " ".join(term.text for term in terms)
-        if len(words.split()) < 2 or any(term.prefix for term in terms):
-            return None
-        return words
-
-    @staticmethod
-    def _fts5_term(term: _Term) -> str:
-        quoted = '"' + term.text.replace('"', '""') + '"'
-        return quoted + " *" if term.prefix else quoted
-
-    def _fts5(self, groups: Sequence[Sequence[_Term]]) -> str:
-        parts = []
-        for group in groups:
-            alternatives = " OR ".join(self._fts5_term(term) for term in group)
-            parts.append(f"({alternatives})" if len(group) > 1 else alternatives)
-        expression = " AND ".join(parts)
-        for term in self.excluded:
-            expression = f"({expression}) NOT {self._fts5_term(term)}"
-        return expression
-
-    def fts5(self) -> str:
-        """The query in SQLite FTS5 syntax."""
-        return self._fts5(self.groups)
-
-    def fts5_phrase(self) -> str | None:
-        """The exact-phrase query in FTS5 syntax, or None."""
-        phrase = self.phrase
-        return None if phrase is None else self._fts5([[_Term(phrase)]])
-
-    @staticmethod
-    def _ts_term(term: _Term) -> str:
-        # A quoted tsquery lexeme: to_tsquery normalises it with the text-search config and
-        # splits it into a phrase (<->) where the parser sees several words.
-        quoted = "'" + term.text.replace("\\", "\\\\").replace("'", "''") + "'"
-        return quoted + ":*" if term.prefix else quoted
-
-    def _tsquery(self, groups: Sequence[Sequence[_Term]]) -> str:
-        parts = []
-        for group in groups:
-            alternatives = " | ".join(self._ts_term(term) for term in group)
-            parts.append(f"({alternatives})" if len(group) > 1 else alternatives)
-        parts.extend(f"!{self._ts_term(term)}" for term in self.excluded)
-        return " & ".join(parts)
-
-    def tsquery(self) -> str:
-        """The query in PostgreSQL ``to_tsquery`` syntax."""
-        return self._tsquery(self.groups)
-
-    def tsquery_phrase(self) -> str | None:
-        """The exact-phrase query in ``to_tsquery`` syntax, or None."""
-        phrase = self.phrase
-        return None if phrase is None else self._tsquery([[_Term(phrase)]])
-
-
-def _searchable(text: str) -> bool:
-    # Engines index letters and digits only; a term without any matches nothing, and as an
-    # empty phrase it would make every AND fail.
-    return any(ch.isalnum() for ch in text)
-
-
-def parse_search(text: str) -> SearchQuery:
-    """Parse a user's search text (see ``SearchQuery``); never raises for a str."""
-    groups: list[list[_Term]] = []
-    excluded: list[_Term] = []
-    join_next = False
-    for match in _TERM.finditer(text):
-        negate, phrase, word = match.group(1), match.group(2), match.group(3)
-        if word == "OR" and not negate:
-            join_next = bool(groups)
-            continue
-        if phrase is not None:
-            term = _Term(" ".join(phrase.split()))
-        else:
-            assert word is not None
-            prefix = word.endswith("*") and _searchable(word)
-            term = _Term(word.rstrip("*") if prefix else word, prefix=prefix)
-        if not _searchable(term.text):
-            join_next = False
-            continue
-        if negate:
-            excluded.append(term)
-        elif join_next:
-            groups[-1].append(term)
-        else:
-            groups.append([term])
-        join_next = False
-    return SearchQuery(tuple(tuple(group) for group in groups), tuple(excluded))
-
-
-# What the backends' snippet functions (FTS5 snippet(), ts_headline) put around each match;
-# ``search`` takes them out again and returns the matches as offsets. Two Unicode
-# noncharacters, which are for a program's internal use: the text columns never hold them
-# (items._clean replaces them), so a mark in a snippet is always one of these.
-SNIPPET_MARKS = ("\ufdd0", "\ufdd1")
-_MARK_SPLIT = re.compile(f"([{SNIPPET_MARKS[0]}{SNIPPET_MARKS[1]}])")
-
-
-def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """A snippet with ``SNIPPET_MARKS`` as its text and the ``(start, end)`` offsets of the
-    marked matches in it. A mark without its partner marks nothing."""
-    opening, closing = SNIPPET_MARKS
-    texts: list[str] = []
-    spans: list[tuple[int, int]] = []
-    position = 0
-    start: int | None = None
-    for piece in _MARK_SPLIT.split(marked):
-        if piece == opening:
-            start = position
-        elif piece == closing:
-            if start is not None and position > start:
-                spans.append((start, position))
-            start = None
-        elif piece:
-            texts.append(piece)
-            position += len(piece)
-    return "".join(texts), tuple(spans)
-
-
-def search(
-    query: str,
-    *,
-    session_id: str | None,
-    roles: Sequence[str] | None,
-    types: Sequence[str] | None,
-    limit: int,
-    order: SearchOrder,
-    feed: bool,
-) -> Op[list[SearchResult]]:
-    """Items whose text matches ``query``: exact-phrase matches first, then by ``order``.
-
-    ``relevance`` ranks every match (its cost grows with the number of matching items);
-    ``recent`` takes the newest matches, at a cost that does not. ``feed=False`` (a read-only
-    store) leaves the search index as it is and searches a private copy of its backlog too.
-    """
-    parsed = parse_search(query)
-    if not parsed:
-        return []
-    backlog = False
-    if feed:
-        yield from index_backlog()
-    else:
-        backlog = yield from copy_backlog()
-    common = {
-        "sid": session_id,
-        "roles": json.dumps(list(roles)) if roles is not None else None,
-        "types": json.dumps(list(types)) if types is not None else None,
-        "open": SNIPPET_MARKS[0],
-        "close": SNIPPET_MARKS[1],
-    }
-    results: list[SearchResult] = []
-    tiers: list[tuple[str | None, str | None, bool]] = [
-        (parsed.fts5_phrase(), parsed.tsquery_phrase(), True),
-        (parsed.fts5(), parsed.tsquery(), False),
-    ]
-    if tiers[0][0] == tiers[1][0]:
-        del tiers[1]  # the query is itself one exact phrase
-    for fts, tsq, exact in tiers:
-        if fts is None or len(results) >= limit:
-            continue
-        statement, backlog_statement = (
-            (S.SEARCH, S.SEARCH_BACKLOG)
-            if order == "relevance"
-            else (S.SEARCH_RECENT, S.SEARCH_RECENT_BACKLOG)
-        )
-        params = {
-            **common,
-            "fts": fts,
-            "tsq": tsq,
-            "exclude": json.dumps([result.item_id for result in results]),
-            "limit": limit - len(results),
-        }
-        rows = yield from statement(params)
-        if backlog:
-            rows = rows + (yield from backlog_statement(params))
-            # Both in the statements' order: rank (negated) first, else newest first.
-            rows.sort(key=lambda row: (-row.rank, row.id) if order == "relevance" else -row.id)
-            del rows[limit - len(results) :]
-        for row in rows:
-            snippet, matches = unmark(row.snippet or "")
-            results.append(
-                SearchResult(
-                    session_id=row.session_id,
-                    run_id=row.run_id,
-                    item_id=row.id,
-                    type=row.type,
-                    role=row.role,
-                    snippet=snippet,
-                    rank=float(row.rank),
-                    exact=exact,
-                    created_at=as_datetime(row.created_at),
-                    matches=matches,
-                )
-            )
-    return results
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ..core import statements as S
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
-from ..core.queries import SNIPPET_MARKS
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
+from ..core.search import SNIPPET_MARKS
 from ..core.statements import token_sums, tokens
 from ..model import failed_sql
 
@@ -330,13 +330,13 @@ _RESPONSE_USAGE = f"""
         ) u
         GROUP BY k"""
 
-# ts_headline's options are constants; queries.search turns the marks into offsets.
+# ts_headline's options are constants; search.search turns the marks into offsets.
 _HEADLINE = (
     f"StartSel={SNIPPET_MARKS[0]}, StopSel={SNIPPET_MARKS[1]}, MaxWords=24, MinWords=8, "
     "MaxFragments=1"
 )
 # Rank and limit first, then headline only the rows returned (ts_headline re-parses the
-# text). to_tsquery gets the query as rendered by queries.SearchQuery: quoted lexemes
+# text). to_tsquery gets the query as rendered by search.SearchQuery: quoted lexemes
 # only, so user text is never tsquery syntax.
 _SEARCH = f"""
         SELECT h.id, h.session_id, h.run_id, h.type, h.role, h.created_at,

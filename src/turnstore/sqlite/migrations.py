@@ -119,7 +119,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
         "ALTER TABLE tool_calls ADD COLUMN started_at TEXT",
         "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
-        # Outputs stored before version 2 that report an error (see append.reports_error).
+        # Outputs stored before version 2 that report an error (see plan.reports_error).
         """UPDATE tool_calls SET status = 'failed', error = output
         WHERE error IS NULL AND status = 'completed'
           AND (output = 'An error occurred while running the tool. Please try again.'
@@ -193,7 +193,7 @@ MIGRATIONS: list[list[str]] = [
     # 3: the search index is fed in batches. FTS5 costs ~0.1 ms of CPU per writing transaction
     # however few rows it gets, more than the rest of an SDK turn's write; so items are indexed
     # once INDEX_BATCH of them are waiting (one statement for all), and always before a search
-    # (append.index_backlog), which therefore sees every committed item. items_fts_state holds
+    # (search_index.index_backlog), which therefore sees every committed item. items_fts_state holds
     # the id through which every item is indexed.
     [
         "DROP TRIGGER items_fts_insert",

@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import validate
-from ..core import queries
-from ..core.queries import SearchOrder, UsageGroup
+from ..core import queries, search
+from ..core.queries import UsageGroup
+from ..core.search import SearchOrder
 from ..model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
 from .base import NO_LIMIT, StoreBase, limit_arg
 
@@ -38,7 +39,7 @@ class AnalyticsMixin(StoreBase):
 
         ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
         an MCP call's error, or an output that reports an error (the SDK's messages for a
-        tool that raised or timed out, see ``turnstore.core.append.reports_error``). Other
+        tool that raised or timed out, see ``turnstore.core.plan.reports_error``). Other
         statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """
@@ -165,14 +166,14 @@ class AnalyticsMixin(StoreBase):
         costs a few microseconds per matching item, so prefer it for words that occur in many
         thousands of items.
         """
-        order = validate.choice(order, "order", queries.SEARCH_ORDERS)
+        order = validate.choice(order, "order", search.SEARCH_ORDERS)
         query = validate.text(query, "a search query")
         session_id = validate.optional_key(session_id, "session_id")
         role_list = validate.text_list(roles, "roles")
         type_list = validate.text_list(types, "types")
         size = limit_arg(limit)
         return await self.backend.run(
-            lambda: queries.search(
+            lambda: search.search(
                 query,
                 session_id=session_id,
                 roles=role_list,

@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import validate
-from ..core import append, queries, reads
-from ..core.append import SessionPatch
+from ..core import queries, reads
+from ..core.catalogue import SessionPatch, update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
 from ..errors import InvalidOperationError, SessionNotFoundError
@@ -118,7 +118,7 @@ class CatalogueMixin(StoreBase):
         now = self.backend.now()
         return await self._write(
             sid,
-            lambda: append.update_session(sid, patch, now),
+            lambda: update_session(sid, patch, now),
             operation_id,
             lambda info: True,  # a repeat returns the entry as it is then
             lambda kept: _session_entry(sid),

@@ -7,8 +7,9 @@ from typing import Any
 
 from .. import validate
 from ..core import append, compaction, history, reads
-from ..core.append import SessionPatch, Telemetry
+from ..core.catalogue import SessionPatch
 from ..core.codec import prepare_items
+from ..core.telemetry import Telemetry
 from ..errors import InvalidOperationError
 from ..model import HistoryTail, Usage
 from .base import NO_LIMIT, StoreBase, limit_arg

@@ -1,0 +1,46 @@
+"""A session's catalogue fields (user, title, metadata): set with a write or on their own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import SessionInfo
+from . import statements as S
+from .ops import Op
+from .reads import session_info
+
+__all__ = ["SessionPatch", "patch_session", "update_session"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPatch:
+    """Catalogue fields to set on a session; None leaves a field as it is.
+
+    ``metadata`` is JSON text (a JSON object), stored as given.
+    """
+
+    user_id: str | None = None
+    title: str | None = None
+    metadata: str | None = None
+
+
+def patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:
+    yield from S.UPDATE_SESSION_INFO(
+        {
+            "sid": session_id,
+            "user_id": patch.user_id,
+            "title": patch.title,
+            "metadata": patch.metadata,
+            "now": now,
+        }
+    )
+
+
+def update_session(session_id: str, patch: SessionPatch, now: Any) -> Op[SessionInfo]:
+    """Set catalogue fields of a session, creating it (with no runs) if it is new."""
+    yield from S.ENSURE_SESSION({"sid": session_id, "now": now, "title": None})
+    yield from patch_session(session_id, patch, now)
+    info = yield from session_info(session_id)
+    assert info is not None
+    return info
