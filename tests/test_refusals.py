@@ -255,6 +255,10 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
         lambda s, r: s.add_items("s", [assistant("t")], telemetry=[]),  # type: ignore[arg-type]
         InvalidOperationError,
     ),
+    "compact with a tail that is a list": (
+        lambda s, r: s.compact("s", [assistant("c")], tail=[]),  # type: ignore[arg-type]
+        InvalidOperationError,
+    ),
     "patch_session with a dict": (
         lambda s, r: s.patch_session("s", {"title": "t"}),  # type: ignore[arg-type]
         InvalidOperationError,

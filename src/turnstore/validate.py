@@ -41,6 +41,7 @@ __all__ = [
     "count",
     "filter_id",
     "flag",
+    "instance",
     "key",
     "lookup_id",
     "metadata",
@@ -145,6 +146,13 @@ def choice(value: Any, name: str, choices: Collection[T]) -> T:
         if isinstance(value, type(option)) and value == option:
             return option
     raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {value!r}")
+
+
+def instance(value: Any, name: str, kind: type[T]) -> T:
+    """``value`` if it is a ``kind`` (one of turnstore's records, e.g. ``SessionPatch``)."""
+    if not isinstance(value, kind):
+        raise InvalidOperationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    return value
 
 
 def flag(value: Any, name: str) -> bool:

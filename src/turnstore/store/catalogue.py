@@ -11,7 +11,7 @@ from ..core import queries, reads
 from ..core.catalogue import SessionPatch, update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
-from ..errors import InvalidOperationError, SessionNotFoundError
+from ..errors import SessionNotFoundError
 from ..model import SessionInfo, SessionPage
 from .base import StoreBase, limit_arg
 
@@ -113,8 +113,7 @@ class CatalogueMixin(StoreBase):
     ) -> SessionInfo:
         """Like ``update_session``, with fields already checked by ``session_patch``."""
         sid = validate.key(session_id, "session_id")
-        if not isinstance(patch, SessionPatch):
-            raise InvalidOperationError(f"patch must be a SessionPatch, got {type(patch).__name__}")
+        patch = validate.instance(patch, "patch", SessionPatch)
         now = self.backend.now()
         return await self._write(
             sid,

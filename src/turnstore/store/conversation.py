@@ -47,12 +47,10 @@ class ConversationMixin(StoreBase):
         sid = validate.key(session_id, "session_id")
         usage = validate.optional_usage(usage)
         owner = validate.filter_id(owner, "owner")
-        if info is not None and not isinstance(info, SessionPatch):
-            raise InvalidOperationError(f"info must be a SessionPatch, got {type(info).__name__}")
-        if telemetry is not None and not isinstance(telemetry, Telemetry):
-            raise InvalidOperationError(
-                f"telemetry must be a Telemetry, got {type(telemetry).__name__}"
-            )
+        if info is not None:
+            info = validate.instance(info, "info", SessionPatch)
+        if telemetry is not None:
+            telemetry = validate.instance(telemetry, "telemetry", Telemetry)
         batch = prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
             return None
@@ -117,8 +115,7 @@ class ConversationMixin(StoreBase):
         batch = prepare_items(items)
         replaced = None
         if tail is not None:
-            if not isinstance(tail, HistoryTail):
-                raise InvalidOperationError(f"tail must be a HistoryTail, got {tail!r}")
+            tail = validate.instance(tail, "tail", HistoryTail)
             replaced = tail.rows[validate.count(start, "start") :]
         elif start != 0:
             raise InvalidOperationError("start needs a tail")

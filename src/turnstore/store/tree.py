@@ -111,8 +111,7 @@ class TreeMixin(StoreBase):
             raise InvalidOperationError(f"runs must be a list of NewRun, got {type(runs).__name__}")
         grafts = []
         for index, run in enumerate(runs):
-            if not isinstance(run, NewRun):
-                raise InvalidOperationError(f"run {index} is a {type(run).__name__}, not a NewRun")
+            run = validate.instance(run, f"run {index}", NewRun)
             grafts.append(
                 append.GraftRun(
                     prepare_items(run.items),
