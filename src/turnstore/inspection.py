@@ -165,10 +165,10 @@ def _read_sqlite(conn: sqlite3.Connection, file: Path) -> tuple[list[str], int |
         if "turnstore_schema" not in {name.lower() for name in tables}:
             return tables, None
         try:
-            row = conn.execute("SELECT max(version) FROM turnstore_schema").fetchone()
+            (version,) = conn.execute("SELECT max(version) FROM turnstore_schema").fetchone()
         except sqlite3.DatabaseError as exc:
             raise ConnectionFailedError(f"cannot read {file}: {exc}") from exc
-        return tables, (int(row[0]) if row and row[0] is not None else None)
+        return tables, (None if version is None else int(version))
     finally:
         conn.close()
 
@@ -199,18 +199,20 @@ def _inspect_postgres(target: str, schema: str | None) -> DatabaseInfo:
         tables: list[str] = []
         version: int | None = None
         if namespace is not None:
+            (namespace_oid,) = namespace
             tables = [
                 name
                 for (name,) in conn.execute(
                     "SELECT relname FROM pg_class WHERE relnamespace = %s "
                     "AND relkind IN ('r', 'p', 'v', 'm', 'f')",
-                    [namespace[0]],
+                    [namespace_oid],
                 ).fetchall()
             ]
             if "turnstore_schema" in tables:
                 statement = sql.SQL("SELECT max(version) FROM {}.turnstore_schema")
                 row = conn.execute(statement.format(sql.Identifier(schema))).fetchone()
-                version = int(row[0]) if row and row[0] is not None else None
+                (stored,) = row if row is not None else (None,)
+                version = None if stored is None else int(stored)
     except psycopg.Error as exc:
         raise driver_error(exc, where) from None
     finally:

@@ -63,7 +63,8 @@ class SQLAlchemySource(Source):
     async def total_items(self) -> int:
         """Rows of the messages table."""
         rows = await self._fetch(self._sa.select(self._sa.func.count()).select_from(self._table))
-        return int(rows[0][0])
+        [(count,)] = rows
+        return int(count)
 
     async def load(self, session_id: str) -> SourceSession:
         """One session's messages, in order."""

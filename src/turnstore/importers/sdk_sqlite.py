@@ -70,9 +70,12 @@ class SQLiteSource(Source):
         self.advanced = "message_structure" in tables
         if messages_table is None and self.advanced:
             # The structure table's foreign key names the messages table it belongs to.
-            for row in self._conn.execute("PRAGMA foreign_key_list(message_structure)"):
-                if row[3] == "message_id":
-                    messages_table = row[2]
+            cursor = self._conn.execute("PRAGMA foreign_key_list(message_structure)")
+            columns = [column[0] for column in cursor.description]
+            for values in cursor:
+                key = dict(zip(columns, values, strict=True))
+                if key["from"] == "message_id":
+                    messages_table = key["table"]
         messages_table = messages_table or "agent_messages"
         if messages_table.lower() not in tables:
             hint = (
@@ -109,7 +112,8 @@ class SQLiteSource(Source):
 
     async def total_items(self) -> int:
         """Rows of the messages table."""
-        return int(self._query(f"SELECT count(*) FROM {self._messages}")[0][0])
+        [(count,)] = self._query(f"SELECT count(*) FROM {self._messages}")
+        return int(count)
 
     async def load(self, session_id: str) -> SourceSession:
         """One session: linear, or its branches when it has AdvancedSQLiteSession structure."""
@@ -136,8 +140,8 @@ class SQLiteSource(Source):
         )
         session = SourceSession(session_id)
         branches: dict[str, list[tuple[Any, ...]]] = {}  # in order of first appearance
-        for row in rows:
-            branches.setdefault(row[0], []).append(row[1:])
+        for branch_id, *message in rows:
+            branches.setdefault(branch_id, []).append(tuple(message))
         usage_rows = (
             self._query(
                 """SELECT branch_id, user_turn_number, requests, input_tokens, output_tokens,
