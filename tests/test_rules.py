@@ -384,20 +384,66 @@ async def test_run_status_of_written_items(store: Store) -> None:
     await store.add_items("a", [assistant("a3")])
     assert await _statuses(store, "a") == [("q1", "completed"), ("q2", "completed")]
     # An interrupted run stays so when a new question comes (its approval may still come);
-    # one under way has failed.
+    # a question another follows in the same input needs no answer of its own; one under
+    # way when a later write brings a question has failed.
     await store.add_items("b", [user("q1"), call("c1", "f"), user("q2"), user("q3")])
     assert await _statuses(store, "b") == [
         ("q1", "interrupted"),
-        ("q2", "failed"),
+        ("q2", "completed"),
         ("q3", "in_progress"),
     ]
     await store.add_items("b", [user("q4")])
     assert await _statuses(store, "b") == [
         ("q1", "interrupted"),
-        ("q2", "failed"),
+        ("q2", "completed"),
         ("q3", "failed"),
         ("q4", "in_progress"),
     ]
+    # A call the model left incomplete awaits no approval.
+    incomplete = {**call("c3", "f"), "status": "incomplete"}
+    await store.add_items("c", [user("q1"), incomplete])
+    assert await _statuses(store, "c") == [("q1", "in_progress")]
+
+
+async def test_run_status_of_several_user_messages_in_one_runner_input(store: Store) -> None:
+    from agents import Agent, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message
+
+    from turnstore import StructuredSession
+
+    model = ScriptedModel([ModelStep(output=[assistant_message("answer")])])
+    session = StructuredSession("s", store)
+    await Runner.run(
+        Agent("A", model=model), [user("Some context."), user("The question?")], session=session
+    )
+    assert await _statuses(store) == [
+        ("Some context.", "completed"),
+        ("The question?", "completed"),
+    ]
+
+
+async def test_run_status_of_runs_added_whole_is_as_if_each_were_one_write(store: Store) -> None:
+    from turnstore import NewRun
+
+    await store.add_runs(
+        "s",
+        [
+            NewRun([user("q1")]),
+            NewRun([user("q2"), assistant("a2")], parent=0),
+            NewRun([user("q3"), call("c1", "f")], parent=1),
+        ],
+        head=2,
+    )
+    assert await _statuses(store) == [("q1", "failed"), ("q2", "completed"), ("q3", "interrupted")]
+
+
+async def test_a_compaction_run_never_gets_a_status(store: Store) -> None:
+    await store.add_items("s", [user("q1"), assistant("a1")])
+    assert await store.compact("s", [user("summary of q1 and a1")])
+    await store.add_items("s", [assistant("more")])
+    await store.add_items("s", [user("q2"), assistant("a2")])
+    rows = await sql(store, "SELECT status FROM runs WHERE kind = 'compaction'")
+    assert [tuple(row) for row in rows] == [(None,)]
 
 
 async def test_the_migration_gives_stored_runs_the_status_writes_give(store: Store) -> None:
@@ -414,7 +460,7 @@ async def test_the_migration_gives_stored_runs_the_status_writes_give(store: Sto
         "b": [("q1", "failed"), ("q2", "in_progress")],
         "c": [("q1", "in_progress")],
     }
-    sqlite = type(store.backend).__name__.startswith("SQLite")
+    sqlite = store.backend.dialect == "sqlite"
     [backfill] = (sqlite_migrations if sqlite else postgres_migrations).MIGRATIONS[-1]
     await sql(store, "UPDATE runs SET status = NULL", write=True)
     await sql(store, backfill, write=True)

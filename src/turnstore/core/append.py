@@ -323,6 +323,9 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
             now if run.now is None else run.now,
             run.usage,
         )
+        if plan.below_head and parent.id is not None:
+            # As ``append`` does for a question written below a run still under way.
+            yield from S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
         last = plan.last
         assert last.id is not None
         written[last.id] = Head(last.id, last.depth, last.item_count, last.resolved_parent_id)

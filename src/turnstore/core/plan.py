@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..items import ItemInfo
-from ..model import COMPLETED, FAILED, FAILED_STATUSES, IN_PROGRESS, INTERRUPTED, RunStatus
+from ..model import COMPLETED, FAILED_STATUSES, IN_PROGRESS, INTERRUPTED, RunStatus
 from .codec import PreparedItem
 from .lock import Head
 
@@ -154,7 +154,11 @@ def plan_append(
         info = prepared.info
         if current is None or info.starts_run:
             if info.starts_run and credited is not None and credited.status == IN_PROGRESS:
-                credited.status = FAILED  # a new question before its answer
+                # Several user messages in one input (one Runner call): the model answers
+                # them together, in the last one's run; the earlier ones need no answer of
+                # their own. (A question in a later write below a run still in progress is
+                # another matter: ``append`` marks that run failed.)
+                credited.status = COMPLETED
             parent = current if current is not None else anchor
             current = _PlanRun(
                 None,
@@ -214,6 +218,7 @@ def plan_append(
     assert current is not None
     assert credited is not None
     for call in pending.values():  # a call the batch leaves unanswered: awaiting approval
-        call.run.status = INTERRUPTED
+        if call.status == "pending":  # not one the model left failed or incomplete
+            call.run.status = INTERRUPTED
     below_head = bool(batch) and batch[0].info.starts_run
     return Plan(runs, items, calls, updates, current, owner, credited, below_head)

@@ -278,8 +278,10 @@ INSERT_RUN = Insert(
 )
 # Statements keyed by a row's id name its session too: PostgreSQL's shards need it, and to
 # SQLite it is one comparison more on the row its primary key finds. A run's status
-# (model.RunStatus) follows its writes (NULL: as it is); a compacted run stays so.
+# (model.RunStatus) follows its writes (NULL: as it is); a compacted run stays so, and a
+# compaction run (a kind) has none.
 _RUN_STATUS = """status = CASE WHEN CAST(:status AS TEXT) IS NULL OR status = 'compacted'
+                               OR kind IS NOT NULL
                           THEN status ELSE :status END"""
 UPDATE_RUN_APPEND = Execute(
     "update_run_append",
