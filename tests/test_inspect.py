@@ -159,3 +159,13 @@ def test_bad_targets_are_configuration_errors(tmp_path: Path) -> None:
             Store.inspect(target)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="schema= is for PostgreSQL"):
         Store.inspect(tmp_path / "app.db", schema="agents")
+
+
+def test_a_home_relative_path_is_the_file_open_would_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    migrate("~/home.db")
+    assert (tmp_path / "home.db").is_file()
+    info = Store.inspect("~/home.db")
+    assert info.kind == "turnstore"

@@ -15,11 +15,13 @@ __all__ = ["open_backend", "sqlite_path"]
 
 def sqlite_path(target: str) -> str:
     """The SQLite path a target names: ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
-    ``sqlite://`` (``:memory:``), or a plain path as it is."""
-    if not target.lower().startswith("sqlite://"):
-        return target
-    path = target[len("sqlite://") :]
-    return (path[1:] if path.startswith("/") else path) or ":memory:"
+    ``sqlite://`` (``:memory:``), or a plain path; a leading ``~`` is the user's home, for
+    every use of the path alike (open, read-only open, inspect)."""
+    path = target
+    if target.lower().startswith("sqlite://"):
+        path = target[len("sqlite://") :]
+        path = (path[1:] if path.startswith("/") else path) or ":memory:"
+    return path if path == ":memory:" else os.path.expanduser(path)
 
 
 def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> Backend:
@@ -53,4 +55,4 @@ def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> 
         )
     if not target:
         raise ConfigurationError("the database path is empty")
-    return SQLiteBackend(target, **options)
+    return SQLiteBackend(sqlite_path(target), **options)
