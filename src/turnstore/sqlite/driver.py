@@ -59,7 +59,8 @@ class SQLiteBackend:
         durable: bool = False,
         read_only: bool = False,
     ) -> None:
-        """Open (and create or upgrade) the database at ``path``.
+        """Open (and create or upgrade) the database at ``path``, as ``store.opening.sqlite_path``
+        gives it (a leading ``~`` already expanded).
 
         ``busy_timeout`` is how long a writer waits for another process's write lock.
         ``durable=True`` makes every commit wait for the disk (``synchronous=FULL``); the default
@@ -112,7 +113,7 @@ class SQLiteBackend:
 
     def _open(self, busy_timeout: float, durable: bool) -> None:
         if self.path != ":memory:":
-            parent = Path(self.path).expanduser().resolve().parent
+            parent = Path(self.path).resolve().parent
             if not parent.is_dir():
                 raise ConnectionFailedError(f"cannot open {self.path}: {parent} is not a directory")
         try:
@@ -162,7 +163,7 @@ class SQLiteBackend:
         """
         if self.path == ":memory:":
             raise ConfigurationError("a read-only store needs a database file, not :memory:")
-        path = Path(self.path).expanduser()
+        path = Path(self.path)
         if not path.is_file():
             raise ConnectionFailedError(
                 f"cannot open {self.path} read-only: "

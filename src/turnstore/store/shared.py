@@ -58,7 +58,7 @@ def _key(target: object) -> str | None:
     path = sqlite_path(text)
     if path == ":memory:" or not path:
         return None
-    return "sqlite:" + os.path.realpath(os.path.expanduser(path))
+    return "sqlite:" + os.path.realpath(path)  # sqlite_path expanded a leading ~
 
 
 def closed(store: Store) -> bool:
