@@ -438,6 +438,10 @@ OPEN_OPTIONS = [
     {"max_size": 2.5},
     {"connect_timeout": HUGE},
     {"connect_kwargs": "sslmode=require"},
+    {"connect_kwargs": {SURROGATE: ""}},  # libpq's parameters are UTF-8 text
+    {"connect_kwargs": {"application_name": SURROGATE}},
+    {"connect_kwargs": {"application_name": NUL}},
+    {"connect_kwargs": {1: "x"}},
     {"migrate": "no"},
 ]
 

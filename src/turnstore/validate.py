@@ -340,6 +340,14 @@ def open_target(target: str) -> str:
     return target
 
 
+def option_text(value: Any, name: str) -> str:
+    """``value`` if it is text an open can take (as ``text``), else a ConfigurationError."""
+    try:
+        return text(value, name)
+    except InvalidOperationError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, Any]) -> None:
     """Refuse options that ``opener`` does not take, or whose value is not of the kind of its
     default: a bool for a bool, a finite number >= 0 for a number (an int for an int), text
@@ -366,7 +374,4 @@ def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, An
                 kind = "an int" if kinds is int else "a number"
                 raise ConfigurationError(f"{name} must be {kind} >= 0, got {value!r}")
         elif isinstance(default, str):
-            try:
-                text(value, name)
-            except InvalidOperationError as exc:
-                raise ConfigurationError(str(exc)) from None
+            option_text(value, name)

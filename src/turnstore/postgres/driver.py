@@ -35,6 +35,7 @@ from ..errors import (
     ReadOnlyError,
     SchemaError,
 )
+from ..validate import option_text
 from . import migrations  # MIGRATIONS read at each open: a test may shorten the history there
 from .errors import connect_error, driver_error
 from .loop import LoopThread, stop_loop
@@ -141,6 +142,12 @@ class PostgresBackend:
             raise ConfigurationError(
                 f"connect_kwargs must be a mapping, got {type(connect_kwargs).__name__}"
             )
+        for key, value in (connect_kwargs or {}).items():
+            # libpq takes its parameters as UTF-8 text without NUL: say so here, by name,
+            # rather than let the encoder fail inside psycopg.
+            option_text(key, "a connect_kwargs key")
+            if isinstance(value, str):
+                option_text(value, f"connect_kwargs[{key!r}]")
         conninfo = parse_url(url)
         self._where = describe(conninfo)
         self._ready = True
