@@ -401,8 +401,9 @@ def test_bad_option_values(demo_db: str) -> None:
     assert "KEY=VALUE" in error_line(cli("sessions", "--meta", "oops", "--db", db, code=1))
     line = error_line(cli("export", "-f", "json", "--db", db, code=1))
     assert "one session" in line
-    line = error_line(cli("export", "demo", "--json", "--db", db, code=1))
-    assert "--output" in line
+    # After --json, the error is JSON too (docs/cli.md, "Output for scripts").
+    result = cli("export", "demo", "--json", "--db", db, code=1)
+    assert "--output" in json.loads(result.stderr)["error"]["message"]
 
 
 # ---------------------------------------------------------------------------------------------

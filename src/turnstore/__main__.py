@@ -1,5 +1,5 @@
-"""``python -m turnstore``: the ``turnstore`` command (needs the cli extra)."""
+"""``python -m turnstore``: the ``turnstore`` command."""
 
-from .cli import main
+from .console import main
 
 main()

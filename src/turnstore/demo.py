@@ -13,6 +13,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .errors import InvalidOperationError, TurnstoreError
+
 __all__ = ["main", "run_demo"]
 
 QUESTIONS = [
@@ -66,16 +68,31 @@ def _agents(model: Any) -> Any:
     )
 
 
-async def run_demo(db: str, session_id: str = "demo") -> None:
-    """Run the demo conversation into ``db`` (a SQLite path)."""
+# The demo marks the session it writes, so that a second run replaces its own session and
+# nothing else: a session of that id without the mark belongs to someone.
+MARK = {"written_by": "turnstore demo"}
+
+
+async def run_demo(db: str, session_id: str = "demo", *, force: bool = False) -> None:
+    """Run the demo conversation into ``db`` (a path or URL) as ``session_id``.
+
+    A session of that id that an earlier demo wrote is replaced; any other is refused with
+    ``InvalidOperationError`` unless ``force``.
+    """
     from agents import Runner
 
     from . import StructuredSession
 
     model: Any = None if os.environ.get("OPENAI_API_KEY") else _scripted_model()
     agent = _agents(model)
-    session = StructuredSession(session_id, db)
+    session = StructuredSession(session_id, db, metadata=MARK)
     try:
+        info = await session.info()
+        if info is not None and not force and info.metadata != MARK:
+            raise InvalidOperationError(
+                f"session {session_id!r} exists and was not written by the demo: the demo "
+                "replaces only its own (name another with --session, or replace it with --force)"
+            )
         await session.clear_session()
         for question in QUESTIONS:
             result = await Runner.run(agent, question, session=session)
@@ -100,8 +117,14 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry: run the demo and print its ``runs`` and ``tool_calls`` rows."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--db", default="demo.db", help="SQLite file to write (default demo.db)")
+    parser.add_argument(
+        "--force", action="store_true", help="Replace a 'demo' session the demo did not write"
+    )
     args = parser.parse_args(argv)
-    asyncio.run(run_demo(args.db))
+    try:
+        asyncio.run(run_demo(args.db, force=args.force))
+    except TurnstoreError as exc:
+        parser.exit(1, f"error: {exc}\n")
     print(f"Stored in {Path(args.db).resolve()}. Plain SQL over it:\n")
     with sqlite3.connect(args.db) as conn:
         _print_rows(

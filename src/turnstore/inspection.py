@@ -20,6 +20,7 @@ from typing import Literal
 
 from . import validate
 from .errors import ConfigurationError, ConnectionFailedError
+from .extras import missing_extra
 
 __all__ = ["DatabaseInfo", "DatabaseKind", "inspect_database", "sqlite_file"]
 
@@ -182,9 +183,7 @@ def _inspect_postgres(target: str, schema: str | None) -> DatabaseInfo:
         from .postgres.migrations import MIGRATIONS
         from .postgres.url import describe, parse_url, split_schema
     except ImportError as exc:
-        raise ConfigurationError(
-            "PostgreSQL needs the postgres extra: pip install 'turnstore[postgres]'"
-        ) from exc
+        raise missing_extra("postgres", "PostgreSQL", exc.name) from exc
     url, schema = split_schema(target, schema)
     where = describe(parse_url(url))
     try:

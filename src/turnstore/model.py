@@ -14,6 +14,7 @@ __all__ = [
     "FAILED_STATUSES",
     "INTERRUPTED",
     "IN_PROGRESS",
+    "TOOL_CALL_STATUSES",
     "Branch",
     "HistoryTail",
     "ModelResponse",
@@ -46,6 +47,19 @@ COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's vi
 # ``core.plan.reports_error``). The statuses are the Responses API's; ``error`` is none of
 # them, so a tool call never has it.
 FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete"})
+
+# Every status a tool call can have: the Responses API's for tool call items (hosted tools
+# report their progress: searching, interpreting, generating, calling) and ``pending``, a call
+# whose output has not arrived.
+TOOL_CALL_STATUSES: frozenset[str] = FAILED_STATUSES | {
+    "completed",
+    "pending",
+    "in_progress",
+    "searching",
+    "interpreting",
+    "generating",
+    "calling",
+}
 
 
 def call_failed(status: str | None, error: str | None) -> bool:

@@ -10,8 +10,8 @@ The modules: ``app`` (the Typer app, ``main``), ``options`` (the options the com
 ``database`` (opening the database a command names, errors as one line), ``output`` (safe
 text, JSON, tables), and one module per group of commands: ``reading`` (show, runs,
 sessions), ``analytics`` (tools, search, usage), ``data`` (export, import, migrate, adopt),
-``server`` (demo, serve). The commands are registered on ``app`` here, in the order
-``--help`` lists them.
+``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo, serve). The commands
+are registered on ``app`` here, in the order ``--help`` lists them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from .app import app, main
 from .data import adopt, export, import_, migrate
 from .options import display_target as _shown
 from .output import safe_text
+from .query import query
 from .reading import runs, sessions, show
+from .retention import prune
 from .server import demo, serve
 
 __all__ = ["_shown", "app", "main", "safe_text"]
@@ -36,10 +38,12 @@ _COMMANDS: tuple[tuple[Callable[..., None], str | None], ...] = (
     (tools, None),
     (search, None),
     (usage, None),
+    (query, None),
     (export, None),
     (import_, "import"),
     (migrate, None),
     (adopt, None),
+    (prune, None),
     (demo, None),
     (serve, None),
 )

@@ -1,5 +1,5 @@
 """``python -m turnstore.cli``: the ``turnstore`` command."""
 
-from . import main
+from ..console import main
 
 main()

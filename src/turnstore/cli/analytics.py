@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
 
@@ -13,24 +12,30 @@ import typer
 from rich.text import Text
 
 from .. import jsonout
-from ..errors import InvalidOperationError
-from ..model import SearchResult, UsageRow
+from ..model import TOOL_CALL_STATUSES, SearchResult, UsageRow
 from .database import open_store, run_command
 from .options import (
+    CsvOption,
     DbOption,
     JsonOption,
+    NdjsonOption,
+    TsvOption,
     limit_option,
+    output_format,
+    parse_time,
     resolve_target,
     session_option,
     user_option,
     when_option,
 )
 from .output import (
+    Format,
+    fail,
     make_console,
     make_table,
     milliseconds,
     one_line,
-    print_json,
+    print_records,
     printable,
     safe_text,
     say,
@@ -40,22 +45,17 @@ from .output import (
 __all__ = ["search", "tools", "usage"]
 
 
-def _parse_time(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidOperationError(
-            f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00), not {value!r}"
-        ) from None
-
-
 def tools(
     ctx: typer.Context,
     session: Annotated[str | None, session_option("Only this session's calls.")] = None,
     tool: Annotated[
         str | None, typer.Option(help="Only this tool's calls.", metavar="NAME", show_default=False)
+    ] = None,
+    since: Annotated[
+        str | None, when_option("--since", "Calls made at or after this ISO date/time.")
+    ] = None,
+    until: Annotated[
+        str | None, when_option("--until", "Calls made before this ISO date/time.")
     ] = None,
     calls: Annotated[
         bool, typer.Option("--calls", help="List the calls themselves, not statistics.", metavar="")
@@ -68,27 +68,48 @@ def tools(
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[int, limit_option("With --calls: the newest N calls.")] = 50,
+    limit: Annotated[
+        int | None, limit_option("With --calls: the newest N calls (default 50).")
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """Per-tool statistics: calls, errors, error rate, p50/p95 duration; or, with --calls,
     the calls with their arguments, output, status and duration."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
+    if status is not None and status not in TOOL_CALL_STATUSES:
+        known = ", ".join(sorted(TOOL_CALL_STATUSES))
+        raise fail(f"--status takes one of {known}, not {status!r}", 2, "UsageError")
+    if not calls and (status is not None or limit is not None):
+        named = "--status" if status is not None else "--limit"
+        raise fail(f"{named} lists calls: add --calls", 2, "UsageError")
 
     async def go() -> list[Any]:
+        start, end = parse_time(since, "--since"), parse_time(until, "--until")
         async with open_store(resolve_target(ctx, db)) as store:
             if calls:
                 return list(
                     await store.tool_calls(
-                        session_id=session, tool_name=tool, status=status, limit=limit
+                        session_id=session,
+                        tool_name=tool,
+                        status=status,
+                        since=start,
+                        until=end,
+                        limit=50 if limit is None else limit,
                     )
                 )
-            return list(await store.tool_stats(session_id=session, tool_name=tool))
+            return list(
+                await store.tool_stats(session_id=session, tool_name=tool, since=start, until=end)
+            )
 
     rows = run_command(go())
-    if as_json:
-        print_json(
-            rows if calls else [{**jsonout.fields(r), "error_rate": r.error_rate} for r in rows]
+    if fmt is not Format.table:
+        print_records(
+            fmt,
+            rows if calls else [{**jsonout.fields(r), "error_rate": r.error_rate} for r in rows],
         )
         return
     rows = printable(rows)
@@ -174,6 +195,7 @@ def search(
         ),
     ],
     session: Annotated[str | None, session_option("Search only this session.")] = None,
+    user: Annotated[str | None, user_option("Search only this user's sessions.")] = None,
     role: Annotated[
         list[str] | None,
         typer.Option(
@@ -194,19 +216,28 @@ def search(
     limit: Annotated[int, limit_option("At most N results.")] = 20,
     db: DbOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """Full-text search over user and assistant messages, tool arguments and outputs, on
     every branch of every session. Exact-phrase matches come first."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[SearchResult]:
         async with open_store(resolve_target(ctx, db)) as store:
             return await store.search(
-                query, session_id=session, roles=role or None, types=type_ or None, limit=limit
+                query,
+                session_id=session,
+                user_id=user,
+                roles=role or None,
+                types=type_ or None,
+                limit=limit,
             )
 
     results = run_command(go())
-    if as_json:
-        print_json(results)
+    if fmt is not Format.table:
+        print_records(fmt, results)
         return
     if not results:
         say("No matches.")
@@ -250,8 +281,12 @@ def usage(
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """Token usage (requests, input, output, total, cached, reasoning) summed per group."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[UsageRow]:
         async with open_store(resolve_target(ctx, db)) as store:
@@ -259,13 +294,13 @@ def usage(
                 by.value,
                 session_id=session,
                 user_id=user,
-                since=_parse_time(since, "--since"),
-                until=_parse_time(until, "--until"),
+                since=parse_time(since, "--since"),
+                until=parse_time(until, "--until"),
             )
 
     rows = run_command(go())
-    if as_json:
-        print_json(rows)
+    if fmt is not Format.table:
+        print_records(fmt, rows)
         return
     rows = printable(rows)
     if not rows:

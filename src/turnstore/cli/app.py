@@ -3,13 +3,46 @@ from their modules (reading, analytics, data, server), imported by the package."
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
+from typing import Annotated, Any
+
 import typer
+from typer.core import TyperGroup
 
 from .options import DEFAULT_DB, ENV_DB, DbOption
+from .output import error_text, json_errors, json_requested
 
 __all__ = ["app", "main"]
 
+# Click's base of the errors it reports itself (a bad option value, an unknown option),
+# wherever this Typer takes Click from (newer releases carry a copy of their own).
+_ClickException: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
+
+
+class _Commands(TyperGroup):
+    """The root command: after ``--json`` (or ``--ndjson``), an error in the command line
+    itself is written as JSON too."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        json_errors(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _ClickException as exc:
+            if not json_requested():  # Click's own usage message
+                raise
+            message = getattr(exc, "format_message", exc.__str__)()
+            typer.echo(error_text(message, type(exc).__name__), err=True)
+            raise typer.Exit(getattr(exc, "exit_code", 2)) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="turnstore",
     help=(
         "Inspect, search, export, import and migrate agent conversations stored by turnstore.\n\n"
@@ -19,11 +52,41 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Explicit, as Typer's default has changed between releases: help is Rich markup, so a
+    # literal [ in it (turnstore\[web]) is escaped.
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version() -> str:
+    try:
+        return package_version("turnstore")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"turnstore {_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(ctx: typer.Context, db: DbOption = None) -> None:
+def _root(
+    ctx: typer.Context,
+    db: DbOption = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print turnstore's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+            metavar="",
+        ),
+    ] = False,
+) -> None:
     ctx.obj = db
 
 

@@ -77,7 +77,7 @@ def run_command(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except TurnstoreError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), kind=type(exc).__name__) from None
     except UnicodeEncodeError as exc:  # a non-UTF-8 argument (decoded with surrogates)
         text = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else exc.object
         raise fail(f"{text!r} is not valid UTF-8 text: is an argument not UTF-8?", 2) from None

@@ -1,27 +1,38 @@
-"""The options the commands share, declared once: the database (``--db``), ``--json``, a
-session argument, and the shapes of the filters (``--session``, ``--user``, ``--limit``,
+"""The options the commands share, declared once: the database (``--db``), the output
+(``--json``, and for commands that print rows ``--ndjson``, ``--csv``, ``--tsv``), a session
+argument, and the shapes of the filters (``--session``, ``--user``, ``--limit``,
 ``--since``/``--until``) whose help each command words for itself.
 
-``DbOption`` and ``JsonOption`` are ``Annotated`` aliases; a filter is
-``Annotated[str | None, session_option("Only this session's runs.")] = None``.
+``DbOption``, ``JsonOption`` and the other output flags are ``Annotated`` aliases; a filter is
+``Annotated[str | None, session_option("Only this session's runs.")] = None``; ``--since``
+and ``--until`` are read by ``parse_time``.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
+from ..errors import InvalidOperationError
+from .output import Format, fail
+
 __all__ = [
     "DEFAULT_DB",
     "ENV_DB",
+    "CsvOption",
     "DbOption",
     "JsonOption",
+    "NdjsonOption",
     "SessionArg",
+    "TsvOption",
     "display_target",
     "limit_option",
+    "output_format",
+    "parse_time",
     "resolve_target",
     "session_option",
     "user_option",
@@ -41,6 +52,13 @@ DbOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).", metavar="")]
+NdjsonOption = Annotated[
+    bool, typer.Option("--ndjson", help="Print one JSON object a line.", metavar="")
+]
+CsvOption = Annotated[bool, typer.Option("--csv", help="Print CSV with a header.", metavar="")]
+TsvOption = Annotated[
+    bool, typer.Option("--tsv", help="Print tab-separated values with a header.", metavar="")
+]
 SessionArg = Annotated[
     str, typer.Argument(metavar="SESSION", help="The session id.", show_default=False)
 ]
@@ -64,6 +82,28 @@ def limit_option(help: str) -> Any:
 def when_option(name: str, help: str) -> Any:
     """``--since``/``--until WHEN``: an ISO 8601 date or time."""
     return typer.Option(name, help=help, metavar="WHEN", show_default=False)
+
+
+def output_format(*, as_json: bool, ndjson: bool, csv: bool, tsv: bool) -> Format:
+    """The one output the flags of a command that prints rows ask for (a table if none)."""
+    flags = ((Format.json, as_json), (Format.ndjson, ndjson), (Format.csv, csv), (Format.tsv, tsv))
+    chosen = [fmt for fmt, on in flags if on]
+    if len(chosen) > 1:
+        named = " and ".join(f"--{fmt.value}" for fmt in chosen)
+        raise fail(f"{named} cannot be combined: choose one output", 2, "UsageError")
+    return chosen[0] if chosen else Format.table
+
+
+def parse_time(value: str | None, option: str) -> datetime | None:
+    """The value of ``--since``/``--until`` (an ISO 8601 date or time)."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidOperationError(
+            f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00), not {value!r}"
+        ) from None
 
 
 def resolve_target(ctx: typer.Context, db: str | None) -> str:

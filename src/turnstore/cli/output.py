@@ -1,17 +1,26 @@
-"""What the commands print: safe text for a terminal, JSON for scripts, tables, progress.
+"""What the commands print: safe text for a terminal, JSON, NDJSON, CSV or TSV for scripts,
+tables, progress, and errors (one line, or a JSON object after ``--json``).
 
 Stored text is written by models and tools: printed raw, it could drive the terminal. Every
 human-readable output goes through ``safe_text`` (via ``printable``, ``say`` and ``fail``);
-``--json`` output stays exact.
+machine-readable output stays exact (JSON escapes what a terminal would act on).
+
+A table printed to a pipe or a file is not wrapped at 80 columns (a terminal's width is
+unknown there): each row stays one line, for grep and cut. ``COLUMNS`` still wins.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import csv
 import dataclasses
+import os
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from enum import Enum
 from typing import Any, TypeVar, cast
 
 import typer
@@ -24,14 +33,19 @@ from .. import jsonout
 from ..model import ToolCall, Usage
 
 __all__ = [
+    "Format",
     "clip",
+    "error_text",
     "fail",
+    "json_errors",
+    "json_requested",
     "json_safe",
     "make_console",
     "make_table",
     "milliseconds",
     "one_line",
     "print_json",
+    "print_records",
     "printable",
     "progress",
     "safe_text",
@@ -86,9 +100,36 @@ def printable(value: T) -> T:
     return cast(T, result)
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``message`` as the command's one line on stderr; the exit to raise."""
-    typer.echo(f"error: {safe_text(message)}", err=True)
+# Whether the command line asked for JSON, set by the root command before any parsing.
+_JSON_ERRORS: contextvars.ContextVar[bool] = contextvars.ContextVar("json_errors", default=False)
+
+
+def json_errors(args: Sequence[str]) -> None:
+    """Note whether ``args`` (the whole command line) ask for JSON, so that an error, even
+    one found while parsing them, is written as JSON too."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    _JSON_ERRORS.set("--json" in words or "--ndjson" in words)
+
+
+def json_requested() -> bool:
+    """Whether the command line asked for JSON (``json_errors``)."""
+    return _JSON_ERRORS.get()
+
+
+def error_text(message: str, kind: str) -> str:
+    """The one line on stderr for an error: ``error: …``, or after ``--json``/``--ndjson`` a
+    JSON object ``{"error": {"type": …, "message": …}}``."""
+    if json_requested():
+        return json_safe(jsonout.dumps({"error": {"type": kind, "message": message}}))
+    return f"error: {safe_text(message)}"
+
+
+def fail(message: str, code: int = 1, kind: str = "error") -> typer.Exit:
+    """Print ``message`` as the command's one line on stderr (``error_text``; ``kind`` names
+    the error for JSON); the exit to raise."""
+    typer.echo(error_text(message, kind), err=True)
     return typer.Exit(code)
 
 
@@ -97,8 +138,16 @@ def print_json(value: Any) -> None:
     typer.echo(json_safe(jsonout.dumps(value, indent=2)))
 
 
+# The width of a table printed to a pipe or file: wide enough that no row wraps.
+_UNWRAPPED = 100_000
+
+
 def make_console() -> Console:
-    return Console(highlight=False)
+    """The console of stdout: the terminal's width, else (piped) no wrapping."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _UNWRAPPED
+    return console
 
 
 def say(message: str) -> None:
@@ -181,3 +230,63 @@ def status_style(call: ToolCall) -> str:
     if call.failed:
         return "red"
     return _STATUS_STYLE.get(call.status or "", "yellow")
+
+
+class Format(str, Enum):
+    """How a command prints its rows: a table for people, or data for scripts."""
+
+    table = "table"
+    json = "json"
+    ndjson = "ndjson"
+    csv = "csv"
+    tsv = "tsv"
+
+
+def _flat(record: Any, prefix: str = "") -> dict[str, Any]:
+    """A record (a dataclass or a dict) as one flat row: a nested record's fields become
+    ``outer.inner`` columns."""
+    values = jsonout.fields(record) if dataclasses.is_dataclass(record) else dict(record)
+    row: dict[str, Any] = {}
+    for key, value in values.items():
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            row.update(_flat(value, f"{prefix}{key}."))
+        else:
+            row[f"{prefix}{key}"] = value
+    return row
+
+
+def _cell(value: Any) -> str:
+    """A value as a CSV cell: text as stored, None empty, lists and mappings as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (int, float)):
+        return str(value)
+    return jsonout.dumps(value)
+
+
+def print_records(fmt: Format, records: Sequence[Any]) -> None:
+    """``records`` (dataclasses or dicts of one shape) on stdout as JSON (an array), NDJSON
+    (an object a line), CSV or TSV (a header, then a row each: nested records flattened).
+    Not for ``Format.table``: each command draws its own."""
+    if fmt is Format.json:
+        print_json(list(records))
+        return
+    if fmt is Format.ndjson:
+        for record in records:
+            typer.echo(json_safe(jsonout.dumps(record)))
+        return
+    rows = [_flat(record) for record in records]
+    # Exact text for a program; on a terminal, stored text must not drive it (``safe_text``).
+    shown = safe_text if sys.stdout.isatty() else str
+    dialect = "excel-tab" if fmt is Format.tsv else "excel"
+    writer = csv.writer(sys.stdout, dialect=dialect, lineterminator="\n")
+    if rows:
+        writer.writerow([shown(name) for name in rows[0]])
+    for row in rows:
+        writer.writerow([shown(_cell(value)) for value in row.values()])

@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 
 from .. import Store
-from ..errors import ConfigurationError, TurnstoreError
+from ..errors import TurnstoreError
+from ..extras import require
 from ..model import Run
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, display_target, resolve_target
@@ -24,24 +25,34 @@ def demo(
     session: Annotated[
         str, typer.Option(help="The session id to write.", metavar="SESSION")
     ] = "demo",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace a session of that id that the demo did not write (else refused).",
+            metavar="",
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Write the demo conversation (tool calls, a handoff) into the database.
+    """Write the demo conversation (tool calls, a handoff) into the database; it replaces a
+    session only if an earlier demo wrote it (or with --force).
 
-    Needs the agents extra. Without OPENAI_API_KEY the SDK's ScriptedModel answers."""
+    Needs the agents extra: pip install 'turnstore\\[agents]'.
+
+    Without OPENAI_API_KEY, the SDK's ScriptedModel answers."""
     target = resolve_target(ctx, db)
 
     async def go() -> list[Run]:
-        try:
-            from ..demo import run_demo
-        except ImportError as exc:  # pragma: no cover - the agents extra is missing
-            raise ConfigurationError("the demo needs the agents extra") from exc
+        require("agents", "turnstore demo")
+        from ..demo import run_demo
+
         check_database(target, create=True)
         # The demo narrates on stdout; with --json that would spoil the JSON.
         redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
         with redirect:
-            await run_demo(target, session)
+            await run_demo(target, session, force=force)
         async with open_store(target) as store:
             return await store.runs(session)
 
@@ -78,13 +89,14 @@ def serve(
 ) -> None:
     """Browse the conversations in a web page: sessions, branches, tool calls, usage.
 
-    Needs the web extra (pip install 'turnstore[web]'). Stop it with Ctrl+C."""
+    Needs the web extra: pip install 'turnstore\\[web]'. Stop it with Ctrl+C."""
     target = resolve_target(ctx, db)
     try:
         check_database(target, create=False)
         # Opened once now, as the server will open it, so that what would stop the server at
         # start (a schema too old to read without migrating) is one line here.
         Store.open(target, read_only=not writable).close()
+        require("web", "turnstore serve")
         from ..web import serve as serve_web
 
         serve_web(

@@ -57,6 +57,9 @@ class Fetch(Enum):
     VALUE = 4  # the first row's only column, or None when there is no row
     VALUES = 5  # every row's only column
     CAPABILITY = 6  # whether the backend has a capability (see ``supports``)
+    # Raw SQL only: (column names, every row) of one statement, which may not be more than one
+    # (``turnstore query``: a second statement could end the read-only transaction).
+    TABLE = 7
 
 
 class Capability(Flag):

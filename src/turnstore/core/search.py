@@ -188,6 +188,7 @@ def search(
     query: str,
     *,
     session_id: str | None,
+    user_id: str | None,
     roles: Sequence[str] | None,
     types: Sequence[str] | None,
     limit: int,
@@ -210,6 +211,7 @@ def search(
         backlog = yield from copy_backlog()
     common = {
         "sid": session_id,
+        "uid": user_id,
         "roles": json.dumps(list(roles)) if roles is not None else None,
         "types": json.dumps(list(types)) if types is not None else None,
         "open": SNIPPET_MARKS[0],

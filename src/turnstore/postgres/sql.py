@@ -349,6 +349,9 @@ _SEARCH = f"""
             FROM items i, to_tsquery('{TS_CONFIG}', :tsq) q
             WHERE i.search_vector @@ q
               AND (:sid::text IS NULL OR i.session_id = :sid)
+              AND (:uid::text IS NULL
+                   OR EXISTS (SELECT 1 FROM sessions s
+                              WHERE s.session_id = i.session_id AND s.user_id = :uid))
               AND (:roles::jsonb IS NULL
                    OR i.role IN (SELECT jsonb_array_elements_text(:roles::jsonb)))
               AND (:types::jsonb IS NULL

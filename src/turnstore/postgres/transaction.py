@@ -204,6 +204,12 @@ async def _raw(conn: psycopg.AsyncConnection[Any], query: Query) -> Any:
         assert isinstance(capability, Capability)
         return capability in DIALECT.capabilities
     assert isinstance(query.statement, str)
+    if query.fetch is Fetch.TABLE:
+        # Parameters (none) send it by the extended protocol, which takes one statement only;
+        # a % is then a placeholder's sign, hence doubled.
+        cursor = await conn.execute(query.statement.replace("%", "%%"), {})
+        rows = await cursor.fetchall()  # first: in a pipeline, the description comes with them
+        return [column.name for column in cursor.description or ()], rows
     # No parameters: the text is sent as is (a raw % needs no escaping).
     cursor = await conn.execute(query.statement, query.params or None)
     if query.fetch is Fetch.ONE:

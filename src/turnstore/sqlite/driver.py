@@ -244,6 +244,8 @@ class SQLiteBackend:
             assert isinstance(capability, Capability)
             return capability in self.capabilities
         assert isinstance(query.statement, str)
+        if query.fetch is Fetch.TABLE:
+            return _table(cursor, query.statement)
         cursor.execute(query.statement, query.params)
         if query.fetch is Fetch.ONE:
             return cursor.fetchone()
@@ -310,3 +312,18 @@ class SQLiteBackend:
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""
         await asyncio.to_thread(self.close)
+
+
+def _no_attach(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else 0
+
+
+def _table(cursor: sqlite3.Cursor, statement: str) -> tuple[list[str], list[Any]]:
+    """A user's statement (``Fetch.TABLE``): sqlite3 runs one per ``execute``. ATTACH is
+    refused, since it would open (and create) another file for writing."""
+    cursor.connection.set_authorizer(_no_attach)
+    try:
+        cursor.execute(statement)
+        return [d[0] for d in cursor.description or ()], cursor.fetchall()
+    finally:
+        cursor.connection.set_authorizer(None)

@@ -341,6 +341,8 @@ _SEARCH = """
         FROM {fts} JOIN items i ON i.id = {fts}.rowid
         WHERE {fts} MATCH :fts
           AND (:sid IS NULL OR i.session_id = :sid)
+          AND (:uid IS NULL OR EXISTS (SELECT 1 FROM sessions s
+                                       WHERE s.session_id = i.session_id AND s.user_id = :uid))
           AND (:roles IS NULL OR i.role IN (SELECT value FROM json_each(:roles)))
           AND (:types IS NULL OR i.type IN (SELECT value FROM json_each(:types)))
           AND i.id NOT IN (SELECT value FROM json_each(:exclude))

@@ -149,6 +149,7 @@ class AnalyticsMixin(StoreBase):
         query: str,
         *,
         session_id: str | None = None,
+        user_id: str | None = None,
         roles: Sequence[str] | None = None,
         types: Sequence[str] | None = None,
         limit: int = 20,
@@ -161,7 +162,8 @@ class AnalyticsMixin(StoreBase):
         input is a syntax error. Items holding the query's words as one exact phrase come
         first, then the rest by relevance. ``roles`` (``"user"``, ``"assistant"``) and
         ``types`` (``"message"``, ``"function_call"``, ``"function_call_output"``, …) filter
-        the items; every branch of every session is searched unless ``session_id`` is given.
+        the items; every branch of every session is searched unless ``session_id`` (or
+        ``user_id``: that user's sessions) is given.
         ``order="recent"`` returns the newest matches instead of the most relevant: ranking
         costs a few microseconds per matching item, so prefer it for words that occur in many
         thousands of items.
@@ -169,6 +171,7 @@ class AnalyticsMixin(StoreBase):
         order = validate.choice(order, "order", search.SEARCH_ORDERS)
         query = validate.text(query, "a search query")
         session_id = validate.optional_key(session_id, "session_id")
+        user_id = validate.optional_text(user_id, "user_id")
         role_list = validate.text_list(roles, "roles")
         type_list = validate.text_list(types, "types")
         size = limit_arg(limit)
@@ -176,6 +179,7 @@ class AnalyticsMixin(StoreBase):
             lambda: search.search(
                 query,
                 session_id=session_id,
+                user_id=user_id,
                 roles=role_list,
                 types=type_list,
                 limit=size,

@@ -9,6 +9,7 @@ from typing import Any
 from .. import validate
 from ..core.ops import Backend
 from ..errors import ConfigurationError
+from ..extras import missing_extra
 
 __all__ = ["open_backend", "sqlite_path"]
 
@@ -38,9 +39,7 @@ def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> 
         try:
             from ..postgres import PostgresBackend
         except ImportError as exc:
-            raise ConfigurationError(
-                "PostgreSQL needs the postgres extra: pip install 'turnstore[postgres]'"
-            ) from exc
+            raise missing_extra("postgres", "PostgreSQL", exc.name) from exc
         validate.open_options(PostgresBackend, "PostgreSQL", options)
         return PostgresBackend(target, **options)
     from ..sqlite import SQLiteBackend

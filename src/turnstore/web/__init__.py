@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError
+from ..extras import missing_extra
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -22,12 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "serve"]
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-def _missing_extra(exc: ImportError) -> ConfigurationError:
-    return ConfigurationError(
-        f"the web viewer needs the web extra ({exc.name} is missing): pip install 'turnstore[web]'"
-    )
 
 
 def create_app(
@@ -51,7 +45,7 @@ def create_app(
     try:
         from .app import build_app
     except ImportError as exc:
-        raise _missing_extra(exc) from exc
+        raise missing_extra("web", "the web viewer", exc.name) from exc
     return build_app(
         store,
         read_only=read_only,
@@ -96,6 +90,6 @@ def serve(
     try:
         import uvicorn
     except ImportError as exc:
-        raise _missing_extra(exc) from exc
+        raise missing_extra("web", "the web viewer", exc.name) from exc
     app = create_app(db, read_only=read_only, allowed_hosts=_hosts_for(host, allow_hosts))
     uvicorn.run(app, host=host, port=port, log_level=log_level)

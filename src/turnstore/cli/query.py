@@ -1,0 +1,107 @@
+"""``query``: one read-only SQL statement over the database, its rows printed as a table or
+as data (as sqlite-utils and Datasette offer).
+
+Nothing it runs can write: the database is opened read-only (SQLite's ``mode=ro``; on
+PostgreSQL a ``READ ONLY`` transaction) and one statement is taken, so that none can end the
+transaction to run another. Writing statements are refused by the database itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.text import Text
+
+from ..core.ops import Fetch, Op, Query
+from ..errors import InvalidOperationError
+from .database import open_store, run_command
+from .options import (
+    CsvOption,
+    DbOption,
+    JsonOption,
+    NdjsonOption,
+    TsvOption,
+    output_format,
+    resolve_target,
+)
+from .output import Format, make_console, make_table, print_records, safe_text, say
+
+__all__ = ["query"]
+
+
+def _select(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]:
+    result: tuple[list[str], list[Sequence[Any]]] = yield Query(
+        statement, fetch=Fetch.TABLE, raw=True
+    )
+    return result
+
+
+def _value(value: Any) -> Any:
+    """A value the drivers return, as JSON can hold it (datetimes stay: JSON writes them)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (date, time)) and not isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _names(columns: Sequence[str]) -> list[str]:
+    """The column names, each once: a repeated name gets ``_2``, ``_3``, … (as in a CSV)."""
+    seen: dict[str, int] = {}
+    names = []
+    for column in columns:
+        seen[column] = seen.get(column, 0) + 1
+        names.append(column if seen[column] == 1 else f"{column}_{seen[column]}")
+    return names
+
+
+def query(
+    ctx: typer.Context,
+    sql: Annotated[
+        str,
+        typer.Argument(
+            metavar="SQL",
+            help="One SQL statement that reads (SELECT, WITH …, EXPLAIN, PRAGMA on SQLite).",
+            show_default=False,
+        ),
+    ],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
+) -> None:
+    """Run one read-only SQL statement and print its rows (the tables: docs/queries.md).
+
+    The database is opened read-only: a statement that writes is refused."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
+
+    async def go() -> tuple[list[str], list[Sequence[Any]]]:
+        if not sql.strip():
+            raise InvalidOperationError("the SQL statement is empty")
+        async with open_store(resolve_target(ctx, db)) as store:
+            return await store.backend.run(lambda: _select(sql), write=False)
+
+    columns, rows = run_command(go())
+    names = _names(columns)
+    if fmt is not Format.table:
+        print_records(fmt, [dict(zip(names, map(_value, row), strict=True)) for row in rows])
+        return
+    if not names:
+        say("The statement returned no rows.")
+        return
+    table = make_table(None, [(escape(safe_text(name)), "left") for name in names])
+    for row in rows:
+        table.add_row(*(Text(safe_text("" if v is None else str(_value(v)))) for v in row))
+    make_console().print(table)
+    say(f"{len(rows):,} row{'s' * (len(rows) != 1)}.")

@@ -1,0 +1,355 @@
+"""The command line for scripts and operators: output as data (``--ndjson``, ``--csv``,
+``--tsv``), errors as JSON, tables that do not wrap in a pipe, option values checked,
+``query`` (read-only SQL), ``prune`` (retention), a ``demo`` that replaces only its own
+session, and the one line a command says when an extra it needs is missing.
+
+Every command runs against a SQLite file and a PostgreSQL schema (``target_backend``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from builders import assistant, user
+from conftest import database_target, target_sql
+from turnstore import Store, extras
+from turnstore.cli import app
+from turnstore.demo import run_demo
+
+pytestmark = pytest.mark.e2e
+
+runner = CliRunner()
+LONG_AGO = "'2020-01-01 00:00:00.000000+00:00'"
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("TURNSTORE_DB", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe: no width is known
+
+
+def cli(*args: str, code: int = 0) -> Any:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    assert "Traceback" not in result.output
+    return result
+
+
+def json_error(result: Any) -> dict[str, str]:
+    """The one JSON object a failing command prints on stderr after --json."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    error: dict[str, str] = json.loads(lines[0])["error"]
+    return error
+
+
+@pytest.fixture(scope="module")
+def demo_db(target_backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo conversation, with a user; tests only read it."""
+    with database_target(target_backend, tmp_path_factory.mktemp("demo")) as db:
+        asyncio.run(run_demo(db))
+
+        async def set_user() -> None:
+            async with Store.open(db) as store:
+                await store.update_session("demo", user_id="ada")
+
+        asyncio.run(set_user())
+        yield db
+
+
+def _csv_rows(text: str, delimiter: str = ",") -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+
+
+def _cell(value: Any) -> str:
+    """What a CSV cell holds for a JSON value."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    row: dict[str, str] = {}
+    for key, value in record.items():
+        if key == "usage" and isinstance(value, dict):
+            row.update(_flat(value, f"{prefix}{key}."))
+        else:
+            row[f"{prefix}{key}"] = _cell(value)
+    return row
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tools"],
+        ["tools", "--calls"],
+        ["search", "Paris"],
+        ["usage", "--by", "session"],
+        ["query", "SELECT id, user_message, total_tokens FROM runs ORDER BY id"],
+    ],
+)
+def test_every_data_output_holds_what_json_holds(demo_db: str, args: list[str]) -> None:
+    as_json = json.loads(cli(*args, "--db", demo_db, "--json").stdout)
+    assert as_json, args  # the demo has rows for each
+    ndjson = [
+        json.loads(line) for line in cli(*args, "--db", demo_db, "--ndjson").stdout.splitlines()
+    ]
+    assert ndjson == as_json
+    expected = [_flat(record) for record in as_json]
+    assert _csv_rows(cli(*args, "--db", demo_db, "--csv").stdout) == expected
+    assert _csv_rows(cli(*args, "--db", demo_db, "--tsv").stdout, "\t") == expected
+
+
+def test_one_output_at_a_time(demo_db: str) -> None:
+    result = cli("tools", "--csv", "--tsv", "--db", demo_db, code=2)
+    assert "--csv and --tsv cannot be combined" in result.stderr
+    assert result.stdout == ""
+    assert json_error(cli("usage", "--json", "--ndjson", "--db", demo_db, code=2))["type"] == (
+        "UsageError"
+    )
+
+
+def test_a_table_in_a_pipe_does_not_wrap(demo_db: str) -> None:
+    wide = "x" * 150
+    out = cli("query", f"SELECT '{wide}' AS wide, 'end' AS last", "--db", demo_db).stdout
+    (line,) = [line for line in out.splitlines() if wide in line]
+    assert line.rstrip().endswith("│")
+    assert "end" in line
+
+
+def test_errors_after_json_are_json(demo_db: str) -> None:
+    error = json_error(cli("show", "nosuch", "--db", demo_db, "--json", code=1))
+    assert error == {"type": "SessionNotFoundError", "message": "no session 'nosuch'"}
+    error = json_error(cli("usage", "--by", "bogus", "--db", demo_db, "--json", code=2))
+    assert "bogus" in error["message"]
+    error = json_error(cli("tools", "--bogus", "--db", demo_db, "--ndjson", code=2))
+    assert "--bogus" in error["message"]
+    # Without --json, the same errors are one line for people.
+    result = cli("show", "nosuch", "--db", demo_db, code=1)
+    assert result.stderr.strip() == "error: no session 'nosuch'"
+
+
+def test_tools_checks_its_option_values(demo_db: str) -> None:
+    result = cli("tools", "--calls", "--status", "bogus", "--db", demo_db, code=2)
+    assert "--status takes one of" in result.stderr
+    assert "'bogus'" in result.stderr
+    assert result.stdout == ""
+    for args in (["--status", "failed"], ["--limit", "3"]):
+        result = cli("tools", *args, "--db", demo_db, code=2)
+        assert "add --calls" in result.stderr
+    result = cli("tools", "--since", "yesterday", "--db", demo_db, code=1)
+    assert "--since takes an ISO 8601 date" in result.stderr
+    assert cli("tools", "--calls", "--status", "failed", "--db", demo_db, "--json").stdout
+
+
+def test_tools_since_and_until(demo_db: str) -> None:
+    every = json.loads(cli("tools", "--calls", "--db", demo_db, "--json").stdout)
+    assert len(every) == 4
+    first = min(call["created_at"] for call in every)
+    last = max(call["created_at"] for call in every)
+    later = json.loads(cli("tools", "--calls", "--since", last, "--db", demo_db, "--json").stdout)
+    assert [c["id"] for c in later] == [c["id"] for c in every if c["created_at"] >= last]
+    before = json.loads(cli("tools", "--calls", "--until", last, "--db", demo_db, "--json").stdout)
+    assert [c["id"] for c in before] == [c["id"] for c in every if c["created_at"] < last]
+    stats = json.loads(cli("tools", "--until", first, "--db", demo_db, "--json").stdout)
+    assert stats == []
+    assert "No tool calls." in cli("tools", "--until", first, "--db", demo_db).stdout
+
+
+def test_search_by_user(demo_db: str) -> None:
+    hits = json.loads(cli("search", "Paris", "--user", "ada", "--db", demo_db, "--json").stdout)
+    assert hits
+    assert {hit["session_id"] for hit in hits} == {"demo"}
+    none = json.loads(cli("search", "Paris", "--user", "bob", "--db", demo_db, "--json").stdout)
+    assert none == []
+
+
+def test_query_reads(demo_db: str) -> None:
+    rows = json.loads(
+        cli(
+            "query",
+            "SELECT session_id, count(*) AS n FROM runs GROUP BY session_id",
+            "--db",
+            demo_db,
+            "--json",
+        ).stdout
+    )
+    assert rows == [{"session_id": "demo", "n": 3}]
+    table = cli("query", "SELECT 1 AS a, 2 AS a, '50%' AS p", "--db", demo_db).stdout
+    assert "a_2" in table
+    assert "50%" in table
+    assert "1 row." in table
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM runs",
+        "UPDATE sessions SET title = 'x'",
+        "INSERT INTO sessions (session_id) VALUES ('new')",
+        "DROP TABLE items",
+        "SELECT 1; DELETE FROM runs",
+        "CREATE TABLE t (x int)",
+    ],
+)
+def test_query_refuses_every_write(cli_target: str, statement: str) -> None:
+    asyncio.run(_two_sessions(cli_target))
+    before = target_sql(cli_target, "SELECT count(*) FROM runs")
+    result = cli("query", statement, "--db", cli_target, code=1)
+    assert result.stderr.startswith("error: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert target_sql(cli_target, "SELECT count(*) FROM runs") == before
+    titles = target_sql(cli_target, "SELECT title FROM sessions ORDER BY session_id")
+    assert "x" not in [row[0] for row in titles]
+
+
+def test_query_cannot_attach_a_file(tmp_path: Path) -> None:
+    """SQLite's ATTACH would open, and create, another file for writing."""
+    db = str(tmp_path / "t.db")
+    asyncio.run(_two_sessions(db))
+    other = tmp_path / "other.db"
+    cli("query", f"ATTACH '{other}' AS other", "--db", db, code=1)
+    assert not other.exists()
+
+
+def test_query_refuses_an_empty_statement(demo_db: str) -> None:
+    assert "empty" in cli("query", "  ", "--db", demo_db, code=1).stderr
+
+
+async def _two_sessions(target: str) -> None:
+    async with Store.open(target) as store:
+        for sid in ("idle", "busy"):
+            await store.add_items(sid, [user("q"), assistant("a")])
+
+
+def _age(target: str, session_id: str) -> None:
+    statement = f"UPDATE sessions SET updated_at = {LONG_AGO} WHERE session_id = '{session_id}'"
+    target_sql(target, statement, write=True)
+
+
+def _sessions(target: str) -> list[str]:
+    return [row[0] for row in target_sql(target, "SELECT session_id FROM sessions ORDER BY 1")]
+
+
+def test_prune_dry_run_then_prune(cli_target: str) -> None:
+    asyncio.run(_two_sessions(cli_target))
+    asyncio.run(_more_idle(cli_target))
+    for sid in ("idle", "idle-2", "idle-3"):
+        _age(cli_target, sid)
+    listed = json.loads(
+        cli(
+            "prune", "--idle-for", "90d", "--dry-run", "--batch", "1", "--db", cli_target, "--json"
+        ).stdout
+    )
+    assert sorted(info["session_id"] for info in listed) == ["idle", "idle-2", "idle-3"]
+    assert _sessions(cli_target) == ["busy", "idle", "idle-2", "idle-3"]  # nothing deleted
+    text = cli("prune", "--idle-for", "90d", "--batch", "2", "--db", cli_target).stdout
+    assert "Deleted 3 sessions" in text
+    assert _sessions(cli_target) == ["busy"]
+    for table in ("runs", "items"):
+        left = target_sql(cli_target, f"SELECT DISTINCT session_id FROM {table}")
+        assert [row[0] for row in left] == ["busy"]
+    assert "Deleted 0 sessions" in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
+
+
+async def _more_idle(target: str) -> None:
+    async with Store.open(target) as store:
+        for sid in ("idle-2", "idle-3"):
+            await store.add_items(sid, [user("q")])
+
+
+@pytest.mark.parametrize("value", ["90", "0d", "-1d", "90x", "d", "1.5d", ""])
+def test_prune_refuses_a_bad_duration(cli_target: str, value: str) -> None:
+    asyncio.run(_two_sessions(cli_target))
+    result = cli("prune", "--idle-for", value, "--db", cli_target, code=1)
+    assert "--idle-for takes a duration" in result.stderr
+    assert _sessions(cli_target) == ["busy", "idle"]
+
+
+def test_demo_replaces_only_its_own_session(cli_target: str) -> None:
+    async def mine() -> None:
+        async with Store.open(cli_target) as store:
+            await store.add_items("demo", [user("my own conversation")])
+
+    asyncio.run(mine())
+    result = cli("demo", "--db", cli_target, code=1)
+    assert "was not written by the demo" in result.stderr
+    assert "--force" in result.stderr
+    rows = target_sql(cli_target, "SELECT user_message FROM runs WHERE session_id = 'demo'")
+    assert [row[0] for row in rows] == ["my own conversation"]  # untouched
+    cli("demo", "--force", "--db", cli_target)
+    cli("demo", "--db", cli_target)  # its own session now: replaced without --force
+    runs = json.loads(cli("runs", "demo", "--db", cli_target, "--json").stdout)
+    assert len(runs) == 3
+
+
+def test_version_and_short_help() -> None:
+    from importlib.metadata import version
+
+    assert cli("--version").stdout.strip() == f"turnstore {version('turnstore')}"
+    assert "Usage" in cli("-h").stdout
+    assert "--idle-for" in cli("prune", "-h").stdout
+
+
+def test_help_names_the_extras_it_needs() -> None:
+    assert "pip install 'turnstore[web]'" in cli("serve", "--help").stdout
+    assert "pip install 'turnstore[agents]'" in cli("demo", "--help").stdout
+
+
+@pytest.mark.parametrize(("args", "extra"), [(["demo"], "agents"), (["serve"], "web")])
+def test_a_missing_extra_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, cli_target: str, args: list[str], extra: str
+) -> None:
+    asyncio.run(_two_sessions(cli_target))
+    module = extras.EXTRAS[extra][0]
+    real = extras.importlib.util.find_spec
+    monkeypatch.setattr(
+        extras.importlib.util, "find_spec", lambda name: None if name == module else real(name)
+    )
+    result = cli(*args, "--db", cli_target, code=1)
+    assert result.stderr.strip() == (
+        f"error: turnstore {args[0]} needs the {extra} extra ({module} is missing): "
+        f"pip install 'turnstore[{extra}]'"
+    )
+
+
+def test_the_console_script_without_the_cli_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from turnstore import console
+
+    real = extras.importlib.util.find_spec
+    monkeypatch.setattr(
+        extras.importlib.util, "find_spec", lambda name: None if name == "typer" else real(name)
+    )
+    with pytest.raises(SystemExit) as exited:
+        console.main()
+    assert exited.value.code == (
+        "error: the turnstore command needs the cli extra (typer is missing): "
+        "pip install 'turnstore[cli]'"
+    )
+
+
+async def test_store_search_by_user(store: Store) -> None:
+    """``Store.search(user_id=...)``, which ``search --user`` calls, on every backend."""
+    for sid, owner in (("a", "ada"), ("b", "bob"), ("c", None)):
+        await store.add_items(sid, [user("where is the zebra")])
+        if owner is not None:
+            await store.update_session(sid, user_id=owner)
+    assert {hit.session_id for hit in await store.search("zebra", user_id="ada")} == {"a"}
+    assert {hit.session_id for hit in await store.search("zebra")} == {"a", "b", "c"}
+    assert await store.search("zebra", user_id="nobody") == []
