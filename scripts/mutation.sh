@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 if [ ! -x "$VENV/bin/mutmut" ]; then
-    echo "mutmut is missing: run scripts/test.sh (or pip install -e '.[dev]') first" >&2
+    echo "mutmut is missing: run scripts/test.sh (or pip install -e . --group dev) first" >&2
     exit 2
 fi
 # The core functions: pairing (plan, append), the tree (history), path reads (reads),

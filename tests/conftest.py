@@ -72,7 +72,8 @@ def require_module(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        unavailable(f"cannot import {name} (pip install -e '.[dev]'): {exc}")
+        install = "pip install -e '.[agents,postgres,cli,web]' --group dev"
+        unavailable(f"cannot import {name} ({install}): {exc}")
 
 
 def require_postgres() -> None:

@@ -283,7 +283,7 @@ async def test_session_settings_limit_bounds_what_the_model_sees(store: Store) -
 
 
 async def test_encrypted_session_round_trips(store: Store) -> None:
-    # Needs cryptography (the dev extra installs it, as the SDK's "encrypt" extra would).
+    # Needs cryptography (the test group installs it, as the SDK's "encrypt" extra would).
     from agents.extensions.memory.encrypt_session import EncryptedSession
 
     inner = StructuredSession("s", store)
