@@ -31,19 +31,19 @@ class AdoptionPlan:
 
 def sdk_tables_held() -> Op[bool]:
     """Whether the database holds the SDK's messages table (only a SQLite file can)."""
-    if not (yield from supports(Capability.SDK_ADOPTION)):
+    if not supports(Capability.SDK_ADOPTION):
         return False
-    return bool((yield from S.SDK_MESSAGES_TABLE()))
+    return bool((yield S.SDK_MESSAGES_TABLE()))
 
 
 def unadopted(session_id: str) -> Op[bool]:
     """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
-    return bool((yield from S.SDK_UNADOPTED({"sid": session_id})))
+    return bool((yield S.SDK_UNADOPTED({"sid": session_id})))
 
 
 def adopted_ids() -> Op[set[str]]:
     """The adopted session ids."""
-    return set((yield from S.SDK_ADOPTED_IDS()))
+    return set((yield S.SDK_ADOPTED_IDS()))
 
 
 def adopt(
@@ -59,7 +59,7 @@ def adopt(
     unless it has none.
     """
     sid = session_id
-    claimed = yield from S.CLAIM_SDK_ADOPTION({"sid": sid, "now": now})
+    claimed: int | None = yield S.CLAIM_SDK_ADOPTION({"sid": sid, "now": now})
     if claimed is None:
         return False
     info = yield from session_info(sid)

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOperationError
-from ..model import (
-    Usage,
-)
+from ..model import IN_PROGRESS, Usage
 from ..validate import MAX_INT, MAX_REQUESTS
 from . import statements as S
 from .catalogue import SessionPatch, patch_session
@@ -25,7 +23,7 @@ from .lock import Head, lock_session, set_head
 from .ops import Op
 from .plan import Plan, plan_append
 from .reads import find_run
-from .rows import usage_params
+from .rows import RunRow, usage_params
 from .search_index import INDEX_BATCH, feed_index, index_backlog
 from .telemetry import Telemetry, record_telemetry
 
@@ -67,7 +65,7 @@ def _apply_append_run(
     sid = session_id
     for run in runs:
         if run.id is None:
-            run.id = yield from S.INSERT_RUN(
+            run.id = yield S.INSERT_RUN(
                 {
                     "sid": sid,
                     "parent_id": run.resolved_parent_id,
@@ -82,7 +80,7 @@ def _apply_append_run(
         elif run.item_count != head.item_count:
             # Only the head run can exist already; one that gains nothing (a new run starts
             # below it: a fork) is left untouched, since other branches share it.
-            yield from S.UPDATE_RUN_APPEND(
+            yield S.UPDATE_RUN_APPEND(
                 {
                     "sid": sid,
                     "id": run.id,
@@ -100,7 +98,7 @@ def _apply_append_run(
         )
     for call in calls:
         info = call.info
-        yield from S.INSERT_TOOL_CALL(
+        yield S.INSERT_TOOL_CALL(
             {
                 "sid": sid,
                 "run_id": call.run.id,
@@ -118,7 +116,7 @@ def _apply_append_run(
             }
         )
     for call_row_id, call in updates:
-        yield from S.COMPLETE_TOOL_CALL(
+        yield S.COMPLETE_TOOL_CALL(
             {
                 "sid": sid,
                 "id": call_row_id,
@@ -131,7 +129,7 @@ def _apply_append_run(
         )
     owner = plan.owner
     if owner is not None and (owner.assistant_changed or owner.status is not None):
-        yield from S.SET_RUN_ANSWER(
+        yield S.SET_RUN_ANSWER(
             {
                 "sid": sid,
                 "id": owner.id,
@@ -150,9 +148,9 @@ def _apply_append_run(
 def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -> Op[None]:
     params = {"sid": sid, "id": run_id, "now": now, **usage_params(usage)}
     if add:
-        yield from S.ADD_RUN_USAGE({**params, "max": MAX_INT, "max_requests": MAX_REQUESTS})
+        yield S.ADD_RUN_USAGE({**params, "max": MAX_INT, "max_requests": MAX_REQUESTS})
     else:
-        yield from S.SET_RUN_USAGE(params)
+        yield S.SET_RUN_USAGE(params)
 
 
 def insert_item(
@@ -160,22 +158,21 @@ def insert_item(
 ) -> Op[int]:
     """Store one item at ``position`` of a run; return its id."""
     info = prepared.info
-    return (
-        yield from S.INSERT_ITEM(
-            {
-                "sid": session_id,
-                "run_id": run_id,
-                "position": position,
-                "type": info.type,
-                "role": info.role,
-                "call_id": info.call_id,
-                "name": info.name,
-                "text": info.text,
-                "data": prepared.data,
-                "now": now,
-            }
-        )
+    item_id: int = yield S.INSERT_ITEM(
+        {
+            "sid": session_id,
+            "run_id": run_id,
+            "position": position,
+            "type": info.type,
+            "role": info.role,
+            "call_id": info.call_id,
+            "name": info.name,
+            "text": info.text,
+            "data": prepared.data,
+            "now": now,
+        }
     )
+    return item_id
 
 
 def _title(batch: Sequence[PreparedItem]) -> str | None:
@@ -195,8 +192,15 @@ def parent_head(session_id: str, parent_id: int | None) -> Op[Head]:
     if parent_id is None:
         return Head(None)
     parent = yield from find_run(session_id, parent_id)
-    child = yield from S.FIRST_CHILD({"sid": session_id, "id": parent.id})
-    return Head(parent.id, parent.depth, parent.item_count, parent.parent_id, child is not None)
+    child: int | None = yield S.FIRST_CHILD({"sid": session_id, "id": parent.id})
+    return Head(
+        parent.id,
+        parent.depth,
+        parent.item_count,
+        parent.parent_id,
+        child is not None,
+        status=parent.status,
+    )
 
 
 def append(
@@ -228,7 +232,7 @@ def append(
     if info is not None:
         yield from patch_session(session_id, info, now)
     if owner is not None and owner != head.id:
-        row = yield from S.SESSION_RUN({"sid": session_id, "id": owner})
+        row: RunRow | None = yield S.SESSION_RUN({"sid": session_id, "id": owner})
         owner = owner if row is not None else None  # deleted since: the head stands in
     if not batch:  # usage or telemetry alone
         if head.id is None:
@@ -243,9 +247,9 @@ def append(
     plan = yield from _apply_append_run(
         session_id, head, batch, open_calls, now, usage, owner_id=owner, add_usage=True
     )
-    if plan.below_head and head.id is not None:
+    if plan.below_head and head.status == IN_PROGRESS:
         # A new question below a run still under way: its Runner call ended without an answer.
-        yield from S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
+        yield S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
     last = plan.last
     assert last.id is not None
     if last.id != head.id:  # ensure_session already stamped updated_at
@@ -276,7 +280,9 @@ def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, 
     )
     if not call_ids:
         return {}
-    rows = yield from S.OPEN_TOOL_CALLS({"sid": session_id, "call_ids": json.dumps(call_ids)})
+    rows: list[S.OpenCallRow] = yield S.OPEN_TOOL_CALLS(
+        {"sid": session_id, "call_ids": json.dumps(call_ids)}
+    )
     return {row.call_id: row.id for row in rows}
 
 
@@ -323,12 +329,19 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
             now if run.now is None else run.now,
             run.usage,
         )
-        if plan.below_head and parent.id is not None:
+        if plan.below_head and parent.status == IN_PROGRESS:
             # As ``append`` does for a question written below a run still under way.
-            yield from S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
+            yield S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
         last = plan.last
         assert last.id is not None
-        written[last.id] = Head(last.id, last.depth, last.item_count, last.resolved_parent_id)
+        written[last.id] = Head(
+            last.id,
+            last.depth,
+            last.item_count,
+            last.resolved_parent_id,
+            # The plan's status, or the stored one it leaves as it is (the parent's, then).
+            status=last.status if last.status is not None else parent.status,
+        )
         ids.append(last.id)
     yield from index_backlog()
     # apply_append never moves the head: only this does, once.

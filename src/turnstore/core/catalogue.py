@@ -26,7 +26,7 @@ class SessionPatch:
 
 
 def patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:
-    yield from S.UPDATE_SESSION_INFO(
+    yield S.UPDATE_SESSION_INFO(
         {
             "sid": session_id,
             "user_id": patch.user_id,
@@ -39,7 +39,7 @@ def patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:
 
 def update_session(session_id: str, patch: SessionPatch, now: Any) -> Op[SessionInfo]:
     """Set catalogue fields of a session, creating it (with no runs) if it is new."""
-    yield from S.ENSURE_SESSION({"sid": session_id, "now": now, "title": None})
+    yield S.ENSURE_SESSION({"sid": session_id, "now": now, "title": None})
     yield from patch_session(session_id, patch, now)
     info = yield from session_info(session_id)
     assert info is not None

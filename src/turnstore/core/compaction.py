@@ -37,7 +37,7 @@ __all__ = ["compact", "history_tail"]
 def _tail_rows(session_id: str, limit: int) -> Op[list[tuple[Any, ...]]]:
     """The newest ``limit`` (id, data) rows of the model view, oldest first (plain tuples:
     ``HistoryTail.rows`` hands them to the caller, who hands them back to ``compact``)."""
-    rows = yield from S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
+    rows: list[S.ItemRow] = yield S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
     return [(row.id, row.data) for row in reversed(rows)]
 
 
@@ -89,20 +89,20 @@ def compact(
         depth, prior = 0, None  # every run of the view is replaced
     else:
         first_id, _ = replaced[0]
-        place = yield from S.ITEM_PLACE({"sid": session_id, "id": first_id})
+        place: S.ItemPlaceRow | None = yield S.ITEM_PLACE({"sid": session_id, "id": first_id})
         assert place is not None  # ``replaced`` are the newest rows: they exist
         first = yield from find_run(session_id, place.run_id)
         depth = first.depth
         prior = first.parent_id if first.kind is None else first.prior_run_id
         if place.position > 0:  # the suffix begins inside ``first``: the model keeps its start
-            rows = yield from S.RUN_ITEMS_BEFORE(
+            rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
                 {"sid": session_id, "run_id": first.id, "position": place.position}
             )
             copied = prepare(decode_items(rows, session_id))
     items = [*copied, *batch]
-    compaction_id = None
+    compaction_id: int | None = None
     if items:
-        compaction_id = yield from S.INSERT_COMPACTION_RUN(
+        compaction_id = yield S.INSERT_COMPACTION_RUN(
             {
                 "sid": session_id,
                 "parent_id": head.id,
@@ -112,10 +112,11 @@ def compact(
                 "now": now,
             }
         )
+        assert compaction_id is not None
         for position, prepared in enumerate(items):
             yield from insert_item(session_id, compaction_id, position, prepared, now)
     if head.id is not None:
-        yield from S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
+        yield S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
     # With nothing to hold, no compaction run: the view ends where the replaced runs began.
     yield from set_head(session_id, compaction_id if compaction_id is not None else prior, now)
     return True

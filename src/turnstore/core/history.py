@@ -33,7 +33,7 @@ __all__ = [
 
 def clear_session(session_id: str) -> Op[None]:
     """Remove the session with every branch and derived row."""
-    yield from S.DELETE_SESSION({"sid": session_id})
+    yield S.DELETE_SESSION({"sid": session_id})
 
 
 def pop_item(session_id: str, now: Any) -> Op[Any]:
@@ -47,12 +47,12 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         head = yield from lock_session(session_id, now, create=False)
         if head.id is None:
             return None
-        last = yield from S.LAST_ITEM({"sid": session_id, "run_id": head.id})
+        last: S.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": head.id})
         assert last is not None  # a run holds an item at least
         item_id, position = last.id, last.position
-        shared = yield from S.FIRST_CHILD({"sid": session_id, "id": head.id})
+        shared: int | None = yield S.FIRST_CHILD({"sid": session_id, "id": head.id})
         if shared is not None:
-            rows = yield from S.RUN_ITEMS_BEFORE(
+            rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
                 {"sid": session_id, "run_id": head.id, "position": position}
             )
             keep = decode_items(rows, session_id)
@@ -66,14 +66,14 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         else:
             if last.call_id is not None:
                 params = {"sid": session_id, "call_id": last.call_id, "item": item_id}
-                yield from S.DROP_CALL_OF_ITEM(params)
-                yield from S.REOPEN_CALL_OF_OUTPUT(params)
-            yield from S.DELETE_ITEM({"sid": session_id, "id": item_id})
+                yield S.DROP_CALL_OF_ITEM(params)
+                yield S.REOPEN_CALL_OF_OUTPUT(params)
+            yield S.DELETE_ITEM({"sid": session_id, "id": item_id})
             if position == 0:
-                yield from S.DELETE_RUN({"sid": session_id, "id": head.id})
+                yield S.DELETE_RUN({"sid": session_id, "id": head.id})
                 yield from set_head(session_id, head.parent_id, now)
             else:
-                yield from S.SHRINK_RUN(
+                yield S.SHRINK_RUN(
                     {"sid": session_id, "id": head.id, "item_count": position, "now": now}
                 )
         popped = decode_items([last], session_id)
@@ -132,7 +132,7 @@ def fork(
         raise InvalidOperationError(
             f"run {run_id} is a compaction: edit or regenerate one of the runs it replaced"
         )
-    row = yield from S.FIRST_ITEM({"sid": session_id, "run_id": run.id})
+    row: S.ItemRow | None = yield S.FIRST_ITEM({"sid": session_id, "run_id": run.id})
     original = decode_items([row], session_id) if row is not None else []
     if not original or not classify(original[0]).starts_run:
         raise InvalidOperationError(f"run {run_id} has no user message to edit or regenerate")
@@ -172,7 +172,9 @@ def delete_branch(
     """
     head = yield from _lock_expected(session_id, now, expected_head)
     run = yield from find_run(session_id, run_id)
-    ancestors = yield from S.ANCESTORS_CHILD_COUNTS({"sid": session_id, "id": run.id})
+    ancestors: list[S.AncestorRow] = yield S.ANCESTORS_CHILD_COUNTS(
+        {"sid": session_id, "id": run.id}
+    )
     top, parent_id = run.id, run.parent_id
     for ancestor in ancestors:
         # The climb stops at a fork, and at the head: a head checked out above the branch
@@ -182,9 +184,9 @@ def delete_branch(
         top, parent_id = ancestor.id, ancestor.parent_id
     head_id = head.id
     if head_id is not None:
-        on_path = yield from S.IS_ANCESTOR({"sid": session_id, "id": top})
+        on_path: int | None = yield S.IS_ANCESTOR({"sid": session_id, "id": top})
         if on_path is not None:
             head_id = parent_id
-    yield from S.DELETE_RUN({"sid": session_id, "id": top})
+    yield S.DELETE_RUN({"sid": session_id, "id": top})
     yield from set_head(session_id, head_id, now)
     return head_id

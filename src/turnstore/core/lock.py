@@ -7,6 +7,7 @@ from typing import Any
 
 from . import statements as S
 from .ops import Capability, Op, supports
+from .statements import HeadRow
 
 __all__ = ["Head", "lock_session", "set_head"]
 
@@ -24,6 +25,9 @@ class Head:
     # Through which item id the search index is fed, where a backend feeds it in batches
     # (SQLite); read with the lock, so that an append knows whether to feed it.
     indexed_through: int | None = None
+    # The head run's status, read with the lock: an append below a run still in progress
+    # marks it failed, and needs no statement for any other.
+    status: str | None = None
 
 
 def lock_session(
@@ -34,18 +38,18 @@ def lock_session(
     With ``create=False`` a session that does not exist is left uncreated (its head reads as
     empty): popping from, or adding nothing to, an unknown session must not catalogue it.
     """
-    row = None
+    row: HeadRow | None = None
     if create:
         params = {"sid": session_id, "now": now, "title": title}
         # One statement where the backend can (SQLite: an upsert that returns the head).
         # Postgres cannot: RETURNING would read the head's run from the snapshot taken
         # before the statement waited for the row lock, so it locks first and reads after.
-        if (yield from supports(Capability.UPSERT_HEAD)):
-            row = yield from S.UPSERT_HEAD(params)
+        if supports(Capability.UPSERT_HEAD):
+            row = yield S.UPSERT_HEAD(params)
         else:
-            yield from S.ENSURE_SESSION(params)
+            yield S.ENSURE_SESSION(params)
     if row is None:
-        row = yield from S.LOCK_HEAD({"sid": session_id})
+        row = yield S.LOCK_HEAD({"sid": session_id})
     if row is None:
         return Head(None)
     if row.id is None:
@@ -59,8 +63,9 @@ def lock_session(
         row.parent_id,
         bool(row.has_children),
         row.indexed_through,
+        row.status,
     )
 
 
 def set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
-    yield from S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})
+    yield S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})

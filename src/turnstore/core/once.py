@@ -80,19 +80,19 @@ def once(
     params = {"sid": session_id, "key": key}
     cutoff = max(int(key[:12], 16) - KEEP_MS, 0)
     # Queued with the claim (no round trip of its own on Postgres): a range of the key index.
-    yield from S.FORGET_OPERATIONS({"sid": session_id, "before": f"{cutoff:012x}"})
-    claimed = yield from S.CLAIM_OPERATION(params)
+    yield S.FORGET_OPERATIONS({"sid": session_id, "before": f"{cutoff:012x}"})
+    claimed: int | None = yield S.CLAIM_OPERATION(params)
     if claimed is None:  # committed before: answer as the first run did, change nothing
-        result_json = yield from S.OPERATION_RESULT(params)
+        result_json: str | None = yield S.OPERATION_RESULT(params)
         stored: Any = json.loads(result_json) if result_json is not None else None
         return stored if replay is None else (yield from replay(stored))
     result = yield from op
     if ends_session:
         # Every other key, not only older ones: keys written in the same millisecond as this
         # one order by their random part.
-        yield from S.FORGET_OTHER_OPERATIONS(params)
+        yield S.FORGET_OTHER_OPERATIONS(params)
     kept = keep(result) if keep is not None else result
     if kept is not None:
         # ASCII JSON: a popped item holding a lone surrogate stores and decodes unchanged.
-        yield from S.KEEP_OPERATION_RESULT({**params, "result": json.dumps(kept)})
+        yield S.KEEP_OPERATION_RESULT({**params, "result": json.dumps(kept)})
     return result

@@ -11,19 +11,22 @@ between backends, and an operation can be retried whole after a transient failur
 An operation reads rows by name (``row.depth``), never by position: the driver builds each
 row as the statement's row type, after checking once that the columns the database returns
 are the ones the row type declares, so a column added or moved fails loudly. What a backend
-lacks is a ``Capability`` it does not have; an operation asks with ``supports``.
+lacks is a ``Capability`` it does not have; an operation asks with ``supports``, which
+the driver answers before it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum, Flag, auto
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 __all__ = [
+    "DRIVING",
     "All",
     "Backend",
     "Capability",
@@ -56,7 +59,6 @@ class Fetch(Enum):
     ID = 3  # the id of the row an INSERT made (its SQL returns it where the driver cannot)
     VALUE = 4  # the first row's only column, or None when there is no row
     VALUES = 5  # every row's only column
-    CAPABILITY = 6  # whether the backend has a capability (see ``supports``)
     # Raw SQL only: (column names, every row) of one statement, which may not be more than one
     # (``turnstore query``: a second statement could end the read-only transaction).
     TABLE = 7
@@ -84,7 +86,13 @@ class Capability(Flag):
 class Statement:
     """One SQL statement, declared once (``core.statements``): its name, what it returns,
     and its SQL where every dialect runs the same text (``:name`` placeholders, rendered per
-    dialect), else None (each dialect writes its own)."""
+    dialect), else None (each dialect writes its own).
+
+    Calling it with its parameters makes the ``Query`` an operation yields:
+    ``row: HeadRow | None = yield LOCK_HEAD({"sid": sid})``. The statement's class says what
+    the query returns (``Execute``: None, ``Insert``: the new id, ``One``, ``All``, ``Value``,
+    ``Values``: rows of the row type the statement names, or their one column).
+    """
 
     name: str
     sql: str | None = None
@@ -97,6 +105,11 @@ class Statement:
     make: Callable[[Any], Any] | None = field(default=None, init=False)
     """Builds a row of its row type from the driver's row (a sequence in ``columns`` order)."""
 
+    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Query:
+        # An operation yields the query itself (no generator per statement: a write runs
+        # twenty of them).
+        return Query(self, params)
+
     def __repr__(self) -> str:
         return f"<statement {self.name}>"
 
@@ -106,9 +119,6 @@ class Execute(Statement):
 
     __slots__ = ()
 
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[None]:
-        yield Query(self, params)
-
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Insert(Statement):
@@ -116,10 +126,6 @@ class Insert(Statement):
 
     fetch = Fetch.ID
     columns: tuple[str, ...] = ("id",)
-
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[int]:
-        row_id: int = yield Query(self, params)
-        return row_id
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -140,20 +146,12 @@ class One(_Rows[R]):
 
     fetch = Fetch.ONE
 
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[R | None]:
-        row: R | None = yield Query(self, params)
-        return row
-
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class All(_Rows[R]):
     """A statement whose query returns every row, each a ``row`` (a NamedTuple)."""
 
     fetch = Fetch.ALL
-
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[list[R]]:
-        rows: list[R] = yield Query(self, params)
-        return rows
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -175,10 +173,6 @@ class Value(_Column[R]):
 
     fetch = Fetch.VALUE
 
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[R | None]:
-        value: R | None = yield Query(self, params)
-        return value
-
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Values(_Column[R]):
@@ -186,21 +180,17 @@ class Values(_Column[R]):
 
     fetch = Fetch.VALUES
 
-    def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Op[list[R]]:
-        values: list[R] = yield Query(self, params)
-        return values
-
 
 class Query:
-    """One request of an operation: a statement and its parameters, raw SQL (migrations,
-    tests), or a question about the backend's capabilities (``supports``)."""
+    """One request of an operation: a statement and its parameters, or raw SQL (migrations,
+    tests)."""
 
     __slots__ = ("fetch", "params", "raw", "statement")
 
-    statement: Statement | str | Capability
+    statement: Statement | str
     params: Mapping[str, Any]
     fetch: Fetch
-    raw: bool  # ``statement`` is the SQL itself, or a capability
+    raw: bool  # ``statement`` is the SQL itself
 
     @overload
     def __init__(self, statement: Statement, params: Mapping[str, Any] = ...) -> None: ...
@@ -213,11 +203,9 @@ class Query:
         *,
         raw: Literal[True],
     ) -> None: ...
-    @overload
-    def __init__(self, statement: Capability, *, raw: Literal[True]) -> None: ...
     def __init__(
         self,
-        statement: Statement | str | Capability,
+        statement: Statement | str,
         params: Mapping[str, Any] = _NO_PARAMS,
         fetch: Fetch | None = None,
         *,
@@ -226,12 +214,7 @@ class Query:
         self.statement = statement
         self.params = params
         self.raw = raw
-        if not raw:
-            self.fetch = statement.fetch  # type: ignore[union-attr]
-        elif isinstance(statement, Capability):
-            self.fetch = Fetch.CAPABILITY
-        else:
-            self.fetch = fetch or Fetch.NONE
+        self.fetch = (fetch or Fetch.NONE) if raw else statement.fetch  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return f"Query({self.statement!r}, {dict(self.params)!r})"
@@ -240,11 +223,21 @@ class Query:
 Op = Generator[Query, Any, T]
 """An operation: yields queries, receives their results, returns its value."""
 
+DRIVING: ContextVar[Capability] = ContextVar("turnstore_driving")
+"""The capabilities of the backend whose driver is running an operation in this context:
+each driver sets it around the operations it drives (``supports`` reads it)."""
 
-def supports(capability: Capability) -> Op[bool]:
-    """Whether the backend running the operation has ``capability``."""
-    answer: bool = yield Query(capability, raw=True)
-    return answer
+
+def supports(capability: Capability) -> bool:
+    """Whether the backend running the operation has ``capability``.
+
+    Answered from ``DRIVING`` rather than asked of the driver with a query: an operation is
+    only ever run by one driver, which knows its backend's capabilities before it starts.
+    """
+    try:
+        return capability in DRIVING.get()
+    except LookupError:
+        raise RuntimeError("supports() asked outside a backend's driver") from None
 
 
 class Backend(Protocol):

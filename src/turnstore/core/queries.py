@@ -117,7 +117,7 @@ def list_sessions(
     between two pages moves to the front and is not repeated.
     """
     stamp, sid = _decode_cursor(after, order_by) if after is not None else (None, None)
-    rows = yield from _SESSION_PAGES[order_by, user_id is not None](
+    rows = yield _SESSION_PAGES[order_by, user_id is not None](
         {
             "user_id": user_id,
             "meta": metadata,
@@ -141,7 +141,7 @@ def list_sessions(
 
 def delete_session(session_id: str) -> Op[None]:
     """Remove the session with all its rows; SessionNotFoundError if there is none."""
-    deleted = yield from S.DELETE_SESSION_RETURNING({"sid": session_id})
+    deleted: str | None = yield S.DELETE_SESSION_RETURNING({"sid": session_id})
     if deleted is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
 
@@ -218,7 +218,7 @@ def tool_calls(
     """
     params = _call_params(session_id, run_id, tool_name, since, until)
     family = _SLOWEST_TOOL_CALLS if slowest else _TOOL_CALLS
-    rows = yield from family[_driver(run_id, session_id, tool_name)](
+    rows = yield family[_driver(run_id, session_id, tool_name)](
         {**params, "status": status, "limit": limit}
     )
     if not slowest:
@@ -236,7 +236,7 @@ def tool_stats(
 ) -> Op[list[ToolStats]]:
     """Per tool: calls, errors, and duration statistics (nearest-rank p50/p95); most used first."""
     params = _call_params(session_id, run_id, tool_name, since, until)
-    rows = yield from _TOOL_STATS[_driver(run_id, session_id, tool_name)](params)
+    rows = yield _TOOL_STATS[_driver(run_id, session_id, tool_name)](params)
     return [
         ToolStats(
             tool_name=row.tool_name,
@@ -263,7 +263,7 @@ def model_responses(
         if session_id
         else S.MODEL_RESPONSES_BY_ALL
     )
-    rows = yield from statement({"sid": session_id, "run_id": run_id, "limit": limit})
+    rows = yield statement({"sid": session_id, "run_id": run_id, "limit": limit})
     rows.reverse()
     return [
         ModelResponse(
@@ -311,7 +311,7 @@ def usage(
     such records count under the run's own ``model`` / ``agent_name`` (None without hooks).
     Days are UTC dates, ``YYYY-MM-DD``.
     """
-    rows = yield from _USAGE[group_by](
+    rows = yield _USAGE[group_by](
         {"sid": session_id, "user_id": user_id, "since": since, "until": until}
     )
     result = [
@@ -350,14 +350,14 @@ def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
     else:
         path = yield from path_runs(session_id)
         run_ids = json.dumps([run.id for run in path])
-        rows = yield from S.ITEMS_OF_RUNS({"sid": session_id, "run_ids": run_ids})
+        rows: list[S.RunItemRow] = yield S.ITEMS_OF_RUNS({"sid": session_id, "run_ids": run_ids})
         by_run: dict[int, list[S.RunItemRow]] = {}
         for row in rows:
             by_run.setdefault(row.run_id, []).append(row)
         runs = [(run, decode_items(by_run.get(run.id, []), session_id)) for run in path]
     calls: dict[int, list[ToolCall]] = {}
     if runs:
-        call_rows = yield from S.TOOL_CALLS_OF_RUNS(
+        call_rows: list[ToolCallRow] = yield S.TOOL_CALLS_OF_RUNS(
             {"sid": session_id, "run_ids": json.dumps([run.id for run, _ in runs])}
         )
         for call_row in call_rows:

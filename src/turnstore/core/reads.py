@@ -14,7 +14,16 @@ from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall
 from . import statements as S
 from .codec import decode_data, decode_items
 from .ops import Op
-from .rows import as_datetime, run_from_row, session_from_row, tool_call_from_row
+from .rows import (
+    PathWindowRow,
+    RunRow,
+    SessionRow,
+    ToolCallRow,
+    as_datetime,
+    run_from_row,
+    session_from_row,
+    tool_call_from_row,
+)
 
 __all__ = [
     "branches",
@@ -38,23 +47,25 @@ __all__ = [
 def get_items(session_id: str, limit: int | None) -> Op[list[Any]]:
     """The newest ``limit`` items of the active path (all when None), oldest first."""
     if limit is None:
-        data = yield from S.PATH_ITEMS({"sid": session_id})
+        data: list[object] = yield S.PATH_ITEMS({"sid": session_id})
         return decode_data(data, session_id)
-    rows = yield from S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})  # newest first
+    rows: list[S.ItemRow] = yield S.PATH_ITEMS_TAIL(
+        {"sid": session_id, "limit": limit}
+    )  # newest first
     rows.reverse()
     return decode_items(rows, session_id)
 
 
 def path_runs(session_id: str) -> Op[list[Run]]:
     """The runs of the active path, root first."""
-    rows = yield from S.PATH_RUNS({"sid": session_id})
+    rows: list[RunRow] = yield S.PATH_RUNS({"sid": session_id})
     return [run_from_row(row) for row in rows]
 
 
 def find_run(session_id: str, run_id: int) -> Op[Run]:
     """The run ``run_id`` of this session (looked up by session, so that a sharded store
     reads one shard); RunNotFoundError if it is unknown or another session's."""
-    row = yield from S.SESSION_RUN({"sid": session_id, "id": run_id})
+    row: RunRow | None = yield S.SESSION_RUN({"sid": session_id, "id": run_id})
     if row is None:
         yield from get_run(run_id)  # raises if there is no such run at all
         raise RunNotFoundError(f"run {run_id} belongs to another session, not {session_id!r}")
@@ -64,14 +75,14 @@ def find_run(session_id: str, run_id: int) -> Op[Run]:
 def siblings(session_id: str, run_id: int) -> Op[list[Run]]:
     """The runs that share ``run_id``'s parent (itself included), in creation order."""
     run = yield from find_run(session_id, run_id)
-    rows = yield from S.CHILDREN({"sid": session_id, "parent_id": run.parent_id})
+    rows: list[RunRow] = yield S.CHILDREN({"sid": session_id, "parent_id": run.parent_id})
     return [run_from_row(row) for row in rows]
 
 
 def branches(session_id: str) -> Op[list[Branch]]:
     """Every leaf of the session's tree, oldest first; ``active`` where the head lies on it."""
-    rows = yield from S.LEAVES({"sid": session_id})
-    active_ids = set((yield from S.HEAD_LEAVES({"sid": session_id})))
+    rows: list[S.LeafRow] = yield S.LEAVES({"sid": session_id})
+    active_ids = set((yield S.HEAD_LEAVES({"sid": session_id})))
     return [
         Branch(
             leaf_run_id=row.id,
@@ -86,14 +97,14 @@ def branches(session_id: str) -> Op[list[Branch]]:
 
 def session_info(session_id: str) -> Op[SessionInfo | None]:
     """The session's catalogue row, or None."""
-    row = yield from S.SESSION({"sid": session_id})
+    row: SessionRow | None = yield S.SESSION({"sid": session_id})
     return session_from_row(row) if row is not None else None
 
 
 def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
     """Every run of the session (all branches) in creation order, each with its items."""
-    rows = yield from S.SESSION_RUNS({"sid": session_id})
-    item_rows = yield from S.SESSION_ITEMS({"sid": session_id})
+    rows: list[RunRow] = yield S.SESSION_RUNS({"sid": session_id})
+    item_rows: list[S.RunItemRow] = yield S.SESSION_ITEMS({"sid": session_id})
     by_run: dict[int, list[S.RunItemRow]] = {}
     for row in item_rows:
         by_run.setdefault(row.run_id, []).append(row)
@@ -109,7 +120,7 @@ def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
 
 def get_run(run_id: int) -> Op[Run]:
     """The run ``run_id``, whatever its session."""
-    row = yield from S.RUN({"id": run_id})
+    row: RunRow | None = yield S.RUN({"id": run_id})
     if row is None:
         raise RunNotFoundError(f"no run {run_id}")
     return run_from_row(row)
@@ -117,7 +128,7 @@ def get_run(run_id: int) -> Op[Run]:
 
 def get_tool_call(call_id: int) -> Op[ToolCall]:
     """The tool call row ``call_id`` (the row id, not the model's ``call_id`` string)."""
-    row = yield from S.TOOL_CALL({"id": call_id})
+    row: ToolCallRow | None = yield S.TOOL_CALL({"id": call_id})
     if row is None:
         raise NotFoundError(f"no tool call {call_id}")
     return tool_call_from_row(row)
@@ -126,7 +137,7 @@ def get_tool_call(call_id: int) -> Op[ToolCall]:
 def run_items(run_id: int) -> Op[list[Any]]:
     """The items of one run, verbatim, in order."""
     run = yield from get_run(run_id)
-    rows = yield from S.RUN_ITEMS_BEFORE(
+    rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
         {"sid": run.session_id, "run_id": run.id, "position": run.item_count}
     )
     return decode_items(rows, run.session_id)
@@ -157,7 +168,7 @@ def path_view(
         leaf_id, leaf_depth = head.id, head.depth
     else:
         anchor = yield from find_run(session_id, through)
-        leaf = yield from S.DESCEND({"sid": session_id, "id": anchor.id})
+        leaf: S.RunDepthRow | None = yield S.DESCEND({"sid": session_id, "id": anchor.id})
         assert leaf is not None  # the anchor itself, at least
         leaf_id, leaf_depth = leaf.id, leaf.depth
     if start is not None:
@@ -173,7 +184,9 @@ def path_view(
     else:
         hi = leaf_depth
         lo = max(0, hi - limit + 1)
-    rows = yield from S.PATH_WINDOW({"sid": session_id, "leaf": leaf_id, "lo": lo, "hi": hi})
+    rows: list[PathWindowRow] = yield S.PATH_WINDOW(
+        {"sid": session_id, "leaf": leaf_id, "lo": lo, "hi": hi}
+    )
     runs: list[Run] = []
     forks: dict[int, Fork] = {}
     for row in rows:
@@ -183,7 +196,7 @@ def path_view(
             forks[run.id] = Fork(row.sibling_index, row.sibling_count, row.previous_id, row.next_id)
     calls: dict[int, list[ToolCall]] = {}
     if runs:
-        call_rows = yield from S.TOOL_CALLS_OF_RUNS(
+        call_rows: list[ToolCallRow] = yield S.TOOL_CALLS_OF_RUNS(
             {"sid": session_id, "run_ids": json.dumps([run.id for run in runs])}
         )
         for call_row in call_rows:

@@ -22,19 +22,19 @@ def migrate_step(migrations: Sequence[Sequence[str]], lock: str | None) -> Op[bo
     """
     if lock is not None:
         yield Query(lock, raw=True)
-    yield from S.CREATE_VERSION_TABLE()
+    yield S.CREATE_VERSION_TABLE()
     version = yield from _schema_version(migrations)
     if version == len(migrations):
         return False
     for statement in migrations[version]:
         yield Query(statement, raw=True)
-    yield from S.RECORD_VERSION({"version": version + 1})
+    yield S.RECORD_VERSION({"version": version + 1})
     return True
 
 
 def _schema_version(migrations: Sequence[Sequence[str]]) -> Op[int]:
     """The database's schema version (the version table must exist); refuses a newer one."""
-    version = (yield from S.SCHEMA_VERSION()) or 0
+    version = (yield S.SCHEMA_VERSION()) or 0
     if version > len(migrations):
         raise SchemaError(
             f"the database's schema is at version {version}, newer than this turnstore "
@@ -51,6 +51,6 @@ def stored_version(migrations: Sequence[Sequence[str]]) -> Op[int | None]:
     Lets a backend skip the migration lock when the schema is current, and open a read-only
     replica.
     """
-    if not (yield from S.VERSION_TABLE_EXISTS()):
+    if not (yield S.VERSION_TABLE_EXISTS()):
         return None
     return (yield from _schema_version(migrations)) or None

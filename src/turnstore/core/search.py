@@ -239,9 +239,9 @@ def search(
             "exclude": json.dumps([result.item_id for result in results]),
             "limit": limit - len(results),
         }
-        rows = yield from statement(params)
+        rows = yield statement(params)
         if backlog:
-            rows = rows + (yield from backlog_statement(params))
+            rows = rows + (yield backlog_statement(params))
             # Both in the statements' order: rank (negated) first, else newest first.
             rows.sort(key=lambda row: (-row.rank, row.id) if order == "relevance" else -row.id)
             del rows[limit - len(results) :]

@@ -20,10 +20,10 @@ def index_backlog() -> Op[None]:
     ``INDEX_BATCH`` items wait. A backend whose index keeps up on its own has no statements
     for it.
     """
-    if not (yield from supports(Capability.SEARCH_BACKLOG)):
+    if not supports(Capability.SEARCH_BACKLOG):
         return
     # A search runs in a read transaction: only a backlog makes it write.
-    if (yield from S.INDEX_PENDING()):
+    if (yield S.INDEX_PENDING()):
         yield from feed_index()
 
 
@@ -34,16 +34,16 @@ def copy_backlog() -> Op[bool]:
     Ranks in that small index are only comparable to the main index's roughly, and the copy
     is remade for each search, which costs as much as feeding the index would.
     """
-    if not (yield from supports(Capability.SEARCH_BACKLOG)):
+    if not supports(Capability.SEARCH_BACKLOG):
         return False
-    if not (yield from S.INDEX_PENDING()):
+    if not (yield S.INDEX_PENDING()):
         return False
-    yield from S.CREATE_BACKLOG_COPY()
-    yield from S.CLEAR_BACKLOG_COPY()
-    yield from S.COPY_BACKLOG()
+    yield S.CREATE_BACKLOG_COPY()
+    yield S.CLEAR_BACKLOG_COPY()
+    yield S.COPY_BACKLOG()
     return True
 
 
 def feed_index() -> Op[None]:
-    yield from S.INDEX_BACKLOG()
-    yield from S.MARK_INDEXED()
+    yield S.INDEX_BACKLOG()
+    yield S.MARK_INDEXED()

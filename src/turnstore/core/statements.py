@@ -1,7 +1,7 @@
 """Every SQL statement the core runs, declared once: its symbol, fetch kind and row type.
 
-An operation runs a statement by its symbol (``row = yield from SESSION_RUN(params)``), so a
-misspelt statement is a type error and grep finds each use. A statement that every dialect
+An operation runs a statement by its symbol (``row: RunRow | None = yield SESSION_RUN(params)``),
+so a misspelt statement is a type error and grep finds each use. A statement that every dialect
 runs alike carries its SQL here, written with ``:name`` placeholders (each dialect renders
 them: ``core.dialect``); the others (``sql=None``) are written by each dialect's ``sql``
 module, in the same placeholder style. A statement that ``needs`` a capability is provided
@@ -38,6 +38,7 @@ class HeadRow(NamedTuple):
     parent_id: int | None  # in the model's view: a compaction run's prior run
     has_children: Any  # a boolean (0/1 on SQLite)
     indexed_through: int | None  # SQLite's search-index watermark; NULL elsewhere
+    status: str | None  # the head run's (model.RunStatus): an append fails one in progress
 
 
 class ItemRow(NamedTuple):

@@ -51,7 +51,7 @@ class Telemetry:
 
 def record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[None]:
     for record in telemetry.responses:
-        yield from S.INSERT_MODEL_RESPONSE(
+        yield S.INSERT_MODEL_RESPONSE(
             {
                 "sid": session_id,
                 "run_id": run_id,
@@ -68,7 +68,7 @@ def record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[N
     if telemetry.responses:
         last = telemetry.responses[-1]
         # The run is attributed to the agent (and model) that answered last.
-        yield from S.SET_RUN_AGENT(
+        yield S.SET_RUN_AGENT(
             {
                 "sid": session_id,
                 "id": run_id,
@@ -79,7 +79,7 @@ def record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[N
     for timing in telemetry.tools:
         # The newest call with that call_id in the session: call ids repeat across runs with
         # some providers, and the one that just ran is the newest.
-        yield from S.SET_TOOL_TIMING(
+        yield S.SET_TOOL_TIMING(
             {
                 "sid": session_id,
                 "call_id": timing.call_id,

@@ -75,7 +75,7 @@ _OWN: dict[Statement, str] = {
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c
                     WHERE c.session_id = s.session_id AND c.parent_id = r.id) AS has_children,
-            NULL::bigint AS indexed_through
+            NULL::bigint AS indexed_through, r.status
         FROM sessions s
         LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
         WHERE s.session_id = :sid

@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import Capability, Fetch, Op, Query
+from ..core.ops import DRIVING, Fetch, Op, Query
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
 from .sql import DIALECT
@@ -168,6 +168,7 @@ class Transactions:
     async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
         sql = DIALECT.sql
         result: Any = None
+        driving = DRIVING.set(DIALECT.capabilities)
         try:
             while True:
                 query = op.send(result)
@@ -195,14 +196,12 @@ class Transactions:
                     result = result_row(statement, row)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+        finally:
+            DRIVING.reset(driving)
 
 
 async def _raw(conn: psycopg.AsyncConnection[Any], query: Query) -> Any:
-    """Run raw SQL (migrations, tests), or answer a question about capabilities."""
-    if query.fetch is Fetch.CAPABILITY:
-        capability = query.statement
-        assert isinstance(capability, Capability)
-        return capability in DIALECT.capabilities
+    """Run raw SQL (migrations, tests, a user's query: ``Fetch.TABLE``)."""
     assert isinstance(query.statement, str)
     if query.fetch is Fetch.TABLE:
         # Parameters (none) send it by the extended protocol, which takes one statement only;

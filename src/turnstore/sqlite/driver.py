@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import Capability, Fetch, Op, Query, finish_write, utc
+from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -209,6 +209,7 @@ class SQLiteBackend:
         execute = cursor.execute
         sql, checked = DIALECT.sql, DIALECT.checked
         result: Any = None
+        driving = DRIVING.set(self.capabilities)
         try:
             while True:
                 query = op.send(result)
@@ -236,13 +237,11 @@ class SQLiteBackend:
                         result = result_row(statement, cursor.fetchone())
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+        finally:
+            DRIVING.reset(driving)
 
     def _raw(self, cursor: sqlite3.Cursor, query: Query) -> Any:
-        """Run raw SQL (migrations, tests), or answer a question about capabilities."""
-        if query.fetch is Fetch.CAPABILITY:
-            capability = query.statement
-            assert isinstance(capability, Capability)
-            return capability in self.capabilities
+        """Run raw SQL (migrations, tests, a user's query: ``Fetch.TABLE``)."""
         assert isinstance(query.statement, str)
         if query.fetch is Fetch.TABLE:
             return _table(cursor, query.statement)

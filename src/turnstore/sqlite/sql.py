@@ -61,11 +61,12 @@ _OWN: dict[Statement, str] = {
             (SELECT CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END
              FROM runs WHERE id = head_run_id) AS parent_id,
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id) AS has_children,
-            {_INDEXED_THROUGH} AS indexed_through""",
+            {_INDEXED_THROUGH} AS indexed_through,
+            (SELECT status FROM runs WHERE id = head_run_id) AS status""",
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id) AS has_children,
-            {_INDEXED_THROUGH} AS indexed_through
+            {_INDEXED_THROUGH} AS indexed_through, r.status
         FROM sessions s LEFT JOIN runs r ON r.id = s.head_run_id
         WHERE s.session_id = :sid""",
     # Adopting the SDK's SQLiteSession tables in the same file (core/adoption.py).
