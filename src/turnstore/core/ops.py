@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum, Flag, auto
+from functools import partial
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 __all__ = [
@@ -106,9 +107,14 @@ class Statement:
     """Builds a row of its row type from the driver's row (a sequence in ``columns`` order)."""
 
     def __call__(self, params: Mapping[str, Any] = _NO_PARAMS) -> Query:
-        # An operation yields the query itself (no generator per statement: a write runs
-        # twenty of them).
-        return Query(self, params)
+        # The hot path of every operation (a write turn runs twenty statements): one Python
+        # call, the query's slots filled here rather than by a second call to its __init__.
+        query = _new_query(Query)
+        query.statement = self
+        query.params = params
+        query.fetch = self.fetch
+        query.raw = False
+        return query
 
     def __repr__(self) -> str:
         return f"<statement {self.name}>"
@@ -137,7 +143,9 @@ class _Rows(Statement, Generic[R]):
     def __post_init__(self) -> None:
         assert self.row is not None, self.name
         object.__setattr__(self, "columns", tuple(self.row._fields))  # type: ignore[attr-defined]
-        object.__setattr__(self, "make", self.row._make)  # type: ignore[attr-defined]
+        # The row type's _make without its Python frame and length check (the driver checks
+        # the columns once per statement): one C call per row read.
+        object.__setattr__(self, "make", partial(tuple.__new__, self.row))
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -219,6 +227,8 @@ class Query:
     def __repr__(self) -> str:
         return f"Query({self.statement!r}, {dict(self.params)!r})"
 
+
+_new_query = object.__new__
 
 Op = Generator[Query, Any, T]
 """An operation: yields queries, receives their results, returns its value."""

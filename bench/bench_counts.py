@@ -1,0 +1,133 @@
+"""Deterministic costs of turnstore's hot paths: SQL statements and Python calls per call.
+
+    .venv/bin/python bench/bench_counts.py            # a write turn at 1,000 items, full reads
+    .venv/bin/python bench/bench_counts.py --quick    # smaller
+
+Wall times wobble by tens of percent on a shared machine; these counts do not, so they are
+what an A/B comparison of two commits quotes first (run this file of each commit on the same
+SDK items). Python calls are every Python-level function call and generator resume, on every
+thread (the event loop's and SQLite's worker), counted by a profile hook; statements are what
+the SQLite connection ran (``BEGIN`` and ``COMMIT`` included), counted by its trace callback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from _common import ITEMS_PER_TURN, fill_store, history, make_turns, settle, write_turns
+from turnstore import Store, StructuredSession
+
+
+class Counter:
+    """Counts Python calls on the event loop's thread and the store's worker thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.calls = 0
+        # The thread that runs the store's operations (SQLite's one worker).
+        self.executor = store.backend._executor  # type: ignore[attr-defined]
+
+    def hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            self.calls += 1
+
+    async def count(self, action: Callable[[], Awaitable[Any]]) -> int:
+        """The Python calls ``action()`` makes."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self.executor, sys.setprofile, self.hook)
+        self.calls = 0
+        sys.setprofile(self.hook)
+        try:
+            await action()
+        finally:
+            sys.setprofile(None)
+            calls = self.calls
+            await loop.run_in_executor(self.executor, sys.setprofile, None)
+        return calls
+
+
+def _connection(store: Store) -> Any:
+    return store.backend._conn  # type: ignore[attr-defined]  # the driver's one connection
+
+
+async def _statements(store: Store, action: Callable[[], Awaitable[Any]]) -> int:
+    """The statements the store's connection runs during ``action()``."""
+    ran: list[str] = []
+
+    def trace() -> None:
+        _connection(store).set_trace_callback(ran.append)
+
+    def untrace() -> None:
+        _connection(store).set_trace_callback(None)
+
+    loop = asyncio.get_running_loop()
+    executor = store.backend._executor  # type: ignore[attr-defined]  # the connection's thread
+    await loop.run_in_executor(executor, trace)
+    try:
+        await action()
+    finally:
+        await loop.run_in_executor(executor, untrace)
+    return len(ran)
+
+
+async def measure_size(directory: Path, size: int, turns: int) -> list[tuple[str, float]]:
+    """Per-call counts at ``size`` items: a write turn (three ``add_items``), a full read."""
+    path = directory / f"counts-{size}.db"
+    store = Store.open(path)
+    try:
+        await fill_store(store, "bench", history(size))
+        settle(path)
+        session = StructuredSession("bench", store)
+        counter = Counter(store)
+        new = iter(make_turns(2 * turns + 1, seed=99, start=10**6))
+        await write_turns(session, [next(new)])  # warm: statements checked, caches filled
+        await session.get_items()
+
+        async def write() -> None:
+            for _ in range(turns):
+                await write_turns(session, [next(new)])
+
+        async def read() -> None:
+            for _ in range(turns):
+                await session.get_items()
+
+        statements = await _statements(store, write)
+        calls = await counter.count(write)
+        read_calls = await counter.count(read)
+        read_size = size + ITEMS_PER_TURN * (2 * turns + 1)
+        return [
+            (f"write turn @{size}: statements", statements / turns),
+            (f"write turn @{size}: Python calls", calls / turns),
+            (f"get_items() @{read_size}: Python calls", read_calls / turns),
+        ]
+    finally:
+        await store.aclose()
+
+
+async def measure(directory: Path, sizes: Sequence[int], turns: int) -> list[tuple[str, float]]:
+    """``measure_size`` at each size."""
+    return [row for size in sizes for row in await measure_size(directory, size, turns)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    args = parser.parse_args(argv)
+    sizes = (100,) if args.quick else (1_000, 20_000)
+    turns = 2 if args.quick else 10
+    with tempfile.TemporaryDirectory(prefix="turnstore-counts-") as directory:
+        rows = asyncio.run(measure(Path(directory), sizes, turns))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value:10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
