@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -85,10 +85,11 @@ def prune(
         done: list[SessionInfo] = []
         async with open_store(resolve_target(ctx, db), write=not dry_run) as store:
             with progress(fmt is Format.table, "Pruning") as advance:
-                after: str | None = None
+                # The first page names no cursor; each next one, the cursor its last gave.
+                cursor: dict[str, Any] = {}
                 while True:
                     page = await store.sessions(
-                        updated_before=cutoff, order_by="updated_at", limit=batch, after=after
+                        updated_before=cutoff, order_by="updated_at", limit=batch, **cursor
                     )
                     for info in page.sessions:
                         if not dry_run:
@@ -105,7 +106,7 @@ def prune(
                         advance(1, None)
                     if page.next_cursor is None:
                         return done
-                    after = page.next_cursor
+                    cursor = {"after": page.next_cursor}
 
     pruned = run_command(go())
     if fmt is not Format.table:
