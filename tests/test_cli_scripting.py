@@ -353,3 +353,11 @@ async def test_store_search_by_user(store: Store) -> None:
     assert {hit.session_id for hit in await store.search("zebra", user_id="ada")} == {"a"}
     assert {hit.session_id for hit in await store.search("zebra")} == {"a", "b", "c"}
     assert await store.search("zebra", user_id="nobody") == []
+
+
+def test_search_checks_its_roles(demo_db: str) -> None:
+    result = cli("search", "Paris", "--role", "bogus", "--db", demo_db, code=2)
+    assert "bogus" in result.output
+    hits = json.loads(cli("search", "Paris", "--role", "user", "--db", demo_db, "--json").stdout)
+    assert hits
+    assert {hit["role"] for hit in hits} == {"user"}

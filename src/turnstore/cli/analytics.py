@@ -184,6 +184,13 @@ def _snippet(hit: SearchResult) -> Text:
     return text
 
 
+class SearchRoleOption(str, Enum):
+    """The roles of the messages ``search`` finds (tool calls and outputs have none)."""
+
+    user = "user"
+    assistant = "assistant"
+
+
 def search(
     ctx: typer.Context,
     query: Annotated[
@@ -197,7 +204,7 @@ def search(
     session: Annotated[str | None, session_option("Search only this session.")] = None,
     user: Annotated[str | None, user_option("Search only this user's sessions.")] = None,
     role: Annotated[
-        list[str] | None,
+        list[SearchRoleOption] | None,
         typer.Option(
             help="Only items of this role: user, assistant (repeatable).",
             metavar="ROLE",
@@ -230,7 +237,7 @@ def search(
                 query,
                 session_id=session,
                 user_id=user,
-                roles=role or None,
+                roles=[r.value for r in role] if role else None,
                 types=type_ or None,
                 limit=limit,
             )
