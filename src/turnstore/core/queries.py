@@ -29,9 +29,8 @@ from ..model import (
     UsageRow,
 )
 from . import statements as S
-from .codec import decode_items
 from .ops import All, Op
-from .reads import path_runs, session_info, session_tree
+from .reads import path_runs, session_info, session_tree, with_items
 from .rows import (
     SessionRow,
     ToolCallRow,
@@ -351,10 +350,7 @@ def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
         path = yield from path_runs(session_id)
         run_ids = json.dumps([run.id for run in path])
         rows: list[S.RunItemRow] = yield S.ITEMS_OF_RUNS({"sid": session_id, "run_ids": run_ids})
-        by_run: dict[int, list[S.RunItemRow]] = {}
-        for row in rows:
-            by_run.setdefault(row.run_id, []).append(row)
-        runs = [(run, decode_items(by_run.get(run.id, []), session_id)) for run in path]
+        runs = with_items(path, rows, session_id)
     calls: dict[int, list[ToolCall]] = {}
     if runs:
         call_rows: list[ToolCallRow] = yield S.TOOL_CALLS_OF_RUNS(

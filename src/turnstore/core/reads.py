@@ -7,12 +7,14 @@ tool calls by id.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
 from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall
 from . import statements as S
 from .codec import decode_data, decode_items
+from .collector import pause_for
 from .ops import Op
 from .rows import (
     PathWindowRow,
@@ -37,6 +39,7 @@ __all__ = [
     "session_info",
     "session_tree",
     "siblings",
+    "with_items",
 ]
 
 
@@ -105,13 +108,19 @@ def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
     """Every run of the session (all branches) in creation order, each with its items."""
     rows: list[RunRow] = yield S.SESSION_RUNS({"sid": session_id})
     item_rows: list[S.RunItemRow] = yield S.SESSION_ITEMS({"sid": session_id})
+    return with_items([run_from_row(row) for row in rows], item_rows, session_id)
+
+
+def with_items(
+    runs: list[Run], rows: Sequence[S.RunItemRow], session_id: str
+) -> list[tuple[Run, list[Any]]]:
+    """Each run with its items, decoded from ``rows`` (the runs' items, in order)."""
     by_run: dict[int, list[S.RunItemRow]] = {}
-    for row in item_rows:
+    for row in rows:
         by_run.setdefault(row.run_id, []).append(row)
-    return [
-        (run, decode_items(by_run.get(run.id, []), session_id))
-        for run in (run_from_row(row) for row in rows)
-    ]
+    # One pause of the collector for the whole session (exports, the viewer), not per run.
+    with pause_for(len(rows)):
+        return [(run, decode_items(by_run.get(run.id, []), session_id)) for run in runs]
 
 
 # ---------------------------------------------------------------------------------------------
