@@ -5,6 +5,7 @@ and a read through any backend leaves the collector as the program set it."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -117,3 +118,18 @@ async def test_reads_leave_the_collector_as_the_program_set_it(
     gc.disable()
     assert len(await store.get_items("big")) == 2 * turns
     assert not gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_during_a_pause_has_its_collector_back(collector_on: None) -> None:
+    with collector_paused():
+        pid = os.fork()
+        if pid == 0:  # the child: the collector on, and a pause works (its lock is free)
+            ok = gc.isenabled()
+            with collector_paused():
+                ok = ok and not gc.isenabled()
+            os._exit(0 if ok and gc.isenabled() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert not gc.isenabled()  # the parent's pause goes on
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert gc.isenabled()

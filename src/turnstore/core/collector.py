@@ -14,6 +14,8 @@ The switch is process-wide (CPython has no other), so it is kept correct for eve
   collector under another's.
 - It is switched back on only if it was on when the first pause began: a program that runs
   with the collector off keeps it off.
+- A process forked during a pause (by another thread) starts with no pause under way: its
+  collector is as the program had it, and the pause's lock is new.
 - Other threads keep running meanwhile; their cyclic garbage waits for the next collection,
   a few milliseconds later, and ``gc.collect()`` still works. Reference counting, which frees
   all acyclic garbage, is untouched.
@@ -29,6 +31,7 @@ ends.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -42,6 +45,19 @@ set it off more than once or twice, and a pause costs two lock round trips."""
 _lock = threading.Lock()
 _pauses = 0  # pauses under way, in every thread
 _switched_off = False  # the first pause switched the collector off (it was on)
+
+
+def _after_fork_in_child() -> None:
+    # The pausing threads are not in the child: end their pauses, with a lock nobody holds.
+    global _lock, _pauses, _switched_off
+    _lock = threading.Lock()
+    _pauses = 0
+    if _switched_off:
+        _switched_off = False
+        gc.enable()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextmanager
