@@ -41,4 +41,4 @@ echo
 exec "$LOWEST_VENV/bin/python" -m pytest "$@" -m "not slow and not browser and not packaging" \
     tests/test_e2e_runner.py tests/test_dropin.py tests/test_compaction.py tests/test_adopt.py \
     tests/test_cli.py tests/test_cli_safety.py tests/test_cli_scripting.py tests/test_web.py \
-    tests/test_postgres.py
+    tests/test_postgres.py tests/test_tracing.py

@@ -149,7 +149,10 @@ async def test_every_earlier_version_upgrades_with_its_data(
                 assert await upgraded.get_items("old") == SEEDED_ITEMS, f"from {version}"
                 (run,) = await upgraded.runs("old")
                 assert (run.user_message, run.assistant_message) == ("hello", "hi there")
-                assert run.status == "completed"  # filled in by the migration
+                # Filled in by the migration that brought statuses (SQLite 9, PostgreSQL 8);
+                # the seed writes none, so a database past it keeps the seed's NULL.
+                with_status = 8 if databases.backend == "postgres" else 9
+                assert run.status == ("completed" if version < with_status else None)
                 info = await upgraded.session("old")
                 assert info is not None
                 assert info.title == "Old"

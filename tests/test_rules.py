@@ -32,8 +32,11 @@ STATUSES = [
     None,
     "pending",
     "completed",
+    "rejected",
     "failed",
     "incomplete",
+    "timed_out",
+    "cancelled",
     "in_progress",
     "searching",
     "calling",
@@ -45,28 +48,35 @@ CASES = [(status, error) for status in STATUSES for error in (None, "it broke")]
 
 
 def test_the_rule() -> None:
-    assert {"failed", "incomplete"} == FAILED_STATUSES
+    assert {"failed", "incomplete", "timed_out", "cancelled"} == FAILED_STATUSES
     assert [case for case in CASES if call_failed(*case)] == [
         (None, "it broke"),
         ("pending", "it broke"),
         ("completed", "it broke"),
+        ("rejected", "it broke"),
         ("failed", None),
         ("failed", "it broke"),
         ("incomplete", None),
         ("incomplete", "it broke"),
-        *[(status, "it broke") for status in STATUSES[5:]],
+        ("timed_out", None),
+        ("timed_out", "it broke"),
+        ("cancelled", None),
+        ("cancelled", "it broke"),
+        *[(status, "it broke") for status in STATUSES[8:]],
     ]
-    assert failed_sql() == "(status IN ('failed', 'incomplete') OR error IS NOT NULL)"
+    statuses = "'cancelled', 'failed', 'incomplete', 'timed_out'"
+    assert failed_sql() == f"(status IN ({statuses}) OR error IS NOT NULL)"
     assert failed_sql("t.status", "t.error") == (
-        "(t.status IN ('failed', 'incomplete') OR t.error IS NOT NULL)"
+        f"(t.status IN ({statuses}) OR t.error IS NOT NULL)"
     )
 
 
 def test_docs_state_the_rule() -> None:
     # docs/queries.md's hand-written failure rate counts what failed_sql does.
     text = (DOCS / "queries.md").read_text()
-    assert "status IN ('failed', 'incomplete') OR error IS NOT NULL" in text
-    assert failed_sql()[1:-1] == "status IN ('failed', 'incomplete') OR error IS NOT NULL"
+    rule = "status IN ('cancelled', 'failed', 'incomplete', 'timed_out') OR error IS NOT NULL"
+    assert rule in text
+    assert failed_sql()[1:-1] == rule
 
 
 async def _write_calls(store: Store) -> dict[int, tuple[str | None, str | None]]:
@@ -106,7 +116,7 @@ def test_failed_agrees_everywhere(
 ) -> None:
     target, cases = calls_db
     expected = {id_ for id_, case in cases.items() if call_failed(*case)}
-    assert len(expected) == 13
+    assert len(expected) == 18
 
     async def go() -> tuple[list[ToolCall], list[ToolCall], Any, Any, Any]:
         async with Store.open(target) as store:
@@ -123,9 +133,9 @@ def test_failed_agrees_everywhere(
     assert {c.id for c in every if c.failed} == expected
     # SQL: the failed filter, the statistics, the views
     assert {c.id for c in failed} == expected
-    assert [(s.tool_name, s.calls, s.errors) for s in stats] == [("probe", 22, 13)]
+    assert [(s.tool_name, s.calls, s.errors) for s in stats] == [("probe", 28, 18)]
     assert {id_ for id_, flag in view if flag} == expected
-    assert runs == [(13,)]
+    assert runs == [(18,)]
     # The viewer's badge
     assert {c.id for c in every if web_format.call_class(c) == "bad"} == expected
     # The CLI: a failed call's status is shown in red, any other's is not
@@ -461,7 +471,8 @@ async def test_the_migration_gives_stored_runs_the_status_writes_give(store: Sto
         "c": [("q1", "in_progress")],
     }
     sqlite = store.backend.dialect == "sqlite"
-    [backfill] = (sqlite_migrations if sqlite else postgres_migrations).MIGRATIONS[-1]
+    # sqlite's step 9, postgres's step 8
+    [backfill] = sqlite_migrations.MIGRATIONS[8] if sqlite else postgres_migrations.MIGRATIONS[7]
     await sql(store, "UPDATE runs SET status = NULL", write=True)
     await sql(store, backfill, write=True)
     assert {sid: await _statuses(store, sid) for sid in "abc"} == written
@@ -476,3 +487,56 @@ async def test_pop_item_leaves_the_status_a_write_would(store: Store) -> None:
     assert await _statuses(store) == [("q", "interrupted")]
     await store.pop_item("s")  # the call
     assert await _statuses(store) == [("q", "in_progress")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool call statuses (issue 17): timed out, cancelled and rejected calls told apart
+
+TIMEOUT = "Tool 'slow' timed out after 5 seconds."
+REJECTION = "Tool execution was not approved."
+
+
+async def test_outputs_tell_timed_out_and_rejected_calls(store: Store) -> None:
+    await store.add_items(
+        "s",
+        [
+            user("go"),
+            call("c1", "slow"),
+            output("c1", TIMEOUT),
+            call("c2", "rm"),
+            output("c2", REJECTION),
+            call("c3", "f"),
+            output("c3", "An error occurred while running the tool. Please try again."),
+            call("c4", "f"),
+            output("c4", "Tool execution was not approved, says the tool itself."),
+        ],
+    )
+    calls = {c.call_id: c for c in await store.tool_calls(session_id="s")}
+    assert [(c.status, c.error, c.failed) for c in calls.values()] == [
+        ("timed_out", TIMEOUT, True),
+        ("rejected", None, False),
+        ("failed", "An error occurred while running the tool. Please try again.", True),
+        ("completed", None, False),
+    ]
+    assert {c.call_id for c in await store.tool_calls(status="failed")} == {"c1", "c3"}
+    assert [c.call_id for c in await store.tool_calls(status="rejected")] == ["c2"]
+
+
+async def test_the_migration_tells_stored_timed_out_and_rejected_calls_apart(store: Store) -> None:
+    from turnstore.postgres import migrations as postgres_migrations
+    from turnstore.sqlite import migrations as sqlite_migrations
+
+    await store.add_items(
+        "s", [user("go"), call("c1", "slow"), output("c1", TIMEOUT), call("c2", "rm")]
+    )
+    await store.add_items("s", [output("c2", REJECTION), assistant("ok")])
+    # As a version before statuses told them apart stored them.
+    await sql(store, "UPDATE tool_calls SET status = 'failed' WHERE call_id = 'c1'", write=True)
+    await sql(store, "UPDATE tool_calls SET status = 'completed' WHERE call_id = 'c2'", write=True)
+    sqlite = store.backend.dialect == "sqlite"
+    step = (sqlite_migrations if sqlite else postgres_migrations).MIGRATIONS[9 if sqlite else 8]
+    for statement in step:
+        if statement.startswith("UPDATE tool_calls"):
+            await sql(store, statement.replace("{", "{{").replace("}", "}}"), write=True)
+    calls = await store.tool_calls(session_id="s")
+    assert [(c.call_id, c.status) for c in calls] == [("c1", "timed_out"), ("c2", "rejected")]

@@ -25,7 +25,7 @@ from turnstore import postgres  # noqa: E402
 BACKENDS = [pytest.param(sqlite, id="sqlite"), pytest.param(postgres, id="postgres")]
 
 # The tables whose rows belong to one session.
-PER_SESSION = ("sessions", "runs", "items", "tool_calls", "model_responses")
+PER_SESSION = ("sessions", "runs", "items", "tool_calls", "model_responses", "spans")
 
 # Statements that are about the whole store by design, not about one session.
 CROSS_SESSION = {
@@ -40,6 +40,8 @@ CROSS_SESSION = {
     "sessions_by_updated_at": "the session catalogue, recently active first",
     "sessions_by_updated_at_user": "the session catalogue of one user",
     "model_responses_by_all": "model responses across the store (analytics)",
+    "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
+    "error_spans_by_all": "the failed trace spans across the store (analytics)",
 }
 
 # SQLite only: statements keyed by the primary key of a row that the same operation has

@@ -43,6 +43,7 @@ from .model import (
     SessionPage,
     ToolCall,
     ToolStats,
+    TraceSpan,
     Usage,
     UsageRow,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "ToolCall",
     "ToolStats",
     "ToolTiming",
+    "TraceSpan",
     "TurnstoreError",
     "Usage",
     "UsageGroup",

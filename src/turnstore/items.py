@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from .model import FAILED_STATUSES
 
-__all__ = ["ItemInfo", "ItemKind", "classify"]
+__all__ = ["ItemInfo", "ItemKind", "classify", "clean_text"]
 
 ItemKind = Literal["message", "tool_call", "tool_output", "hosted_tool", "other", "unknown"]
 
@@ -58,7 +58,7 @@ _MARKERS = frozenset(_MEDIA.values())
 _PART_KEYS = ("text", "refusal", "stdout", "stderr")  # shell output entries carry stdout/stderr
 
 
-def _clean(s: str) -> str:
+def clean_text(s: str) -> str:
     """Return ``s`` with NUL, lone surrogates and the snippet marks replaced by U+FFFD."""
     if s.isascii():  # O(1) in CPython, and ASCII can only hold NUL of them
         return s.replace("\x00", "\ufffd") if "\x00" in s else s
@@ -66,12 +66,12 @@ def _clean(s: str) -> str:
 
 
 def _str(value: object) -> str | None:
-    return _clean(value) if isinstance(value, str) else None
+    return clean_text(value) if isinstance(value, str) else None
 
 
 def _dump(value: object) -> str | None:
     try:
-        return _clean(json.dumps(value, ensure_ascii=False, default=str))
+        return clean_text(json.dumps(value, ensure_ascii=False, default=str))
     # Cycles, odd keys, a failing __str__: the column stays empty; the item itself is kept.
     except Exception:
         return None
@@ -80,7 +80,7 @@ def _dump(value: object) -> str | None:
 def _text(value: object) -> str | None:
     """A str as is, None as None, anything else as JSON."""
     if isinstance(value, str):
-        return _clean(value)
+        return clean_text(value)
     return None if value is None else _dump(value)
 
 
@@ -101,13 +101,13 @@ def _parts(parts: list[Any] | tuple[Any, ...], media: bool) -> str | None:
             kind = part.get("type")
             if media and not found and isinstance(kind, str) and kind in _MEDIA:
                 texts.append(_MEDIA[kind])
-    return _clean("\n".join(texts)) if texts else None
+    return clean_text("\n".join(texts)) if texts else None
 
 
 def _output(value: object) -> str | None:
     """An output as text: a str as is, content parts' texts joined, else JSON."""
     if isinstance(value, str):
-        return _clean(value)
+        return clean_text(value)
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
@@ -147,7 +147,7 @@ def _tool_names(item: Mapping[str, Any]) -> str | None:
                 if isinstance(name, str) and name:
                     names.append(name)
                     break
-    return _clean("\n".join(names)) if names else None
+    return clean_text("\n".join(names)) if names else None
 
 
 def _approval(item: Mapping[str, Any]) -> str | None:
@@ -218,7 +218,7 @@ def _tool(
 def _message(item: Mapping[str, Any]) -> ItemInfo:
     content = item.get("content")
     if isinstance(content, str):
-        text = _clean(content) or None
+        text = clean_text(content) or None
     elif isinstance(content, (list, tuple)):
         text = _parts(content, media=False)
     else:
@@ -344,7 +344,7 @@ def classify(item: Mapping[str, Any]) -> ItemInfo:
         handler = _HANDLERS.get(item_type)
         if handler is not None:
             return handler(item)
-        return ItemInfo(type=_clean(item_type), kind="unknown", status=_str(item.get("status")))
+        return ItemInfo(type=clean_text(item_type), kind="unknown", status=_str(item.get("status")))
     if item_type is None and "role" in item:
         return _message(item)
     return ItemInfo(type="unknown", kind="unknown", status=_str(item.get("status")))

@@ -8,12 +8,16 @@ from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
+    "CANCELLED",
     "COMPACTED",
     "COMPLETED",
     "FAILED",
     "FAILED_STATUSES",
     "INTERRUPTED",
     "IN_PROGRESS",
+    "PENDING",
+    "REJECTED",
+    "TIMED_OUT",
     "TOOL_CALL_STATUSES",
     "Branch",
     "HistoryTail",
@@ -26,6 +30,7 @@ __all__ = [
     "SessionPage",
     "ToolCall",
     "ToolStats",
+    "TraceSpan",
     "Usage",
     "UsageRow",
     "call_failed",
@@ -40,20 +45,32 @@ INTERRUPTED: RunStatus = "interrupted"  # a tool call awaits its output (an appr
 FAILED: RunStatus = "failed"  # a new question came below it before its answer
 COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
 
-# The one definition of a failed tool call, for Python (``call_failed``, ``ToolCall.failed``)
-# and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats): its status
-# says so (a tool that could not finish; ``incomplete``: the model's output was cut off), or an
-# error was recorded (an MCP call's error, a tool output that reports one: see
-# ``core.plan.reports_error``). The statuses are the Responses API's; ``error`` is none of
-# them, so a tool call never has it.
-FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete"})
+# A tool call's ``status``. turnstore's own: ``pending`` (no output yet: an approval, or a
+# tool under way), ``completed``, ``failed`` (the tool raised: the SDK's error output, an
+# error its trace span or an MCP call reports), ``timed_out`` (the SDK's timeout output),
+# ``cancelled`` (its trace span says so) and ``rejected`` (a human refused the approval: the
+# SDK's rejection output, or its span); hosted tools keep the Responses API's (``completed``,
+# ``incomplete``, ``failed``, ``in_progress``, ``searching``, …). Decided by
+# ``core.plan.output_status`` from the output and by ``turnstore.tracing`` from the spans.
+PENDING = "pending"
+TIMED_OUT = "timed_out"
+CANCELLED = "cancelled"
+REJECTED = "rejected"
 
-# Every status a tool call can have: the Responses API's for tool call items (hosted tools
-# report their progress: searching, interpreting, generating, calling) and ``pending``, a call
-# whose output has not arrived.
+# The one definition of a failed tool call, for Python (``call_failed``, ``ToolCall.failed``)
+# and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats, the views):
+# its status says so (a tool that could not finish, ran out of time or was cancelled;
+# ``incomplete``: the model's output was cut off), or an error was recorded (an MCP call's
+# error, a tool output that reports one: see ``core.plan.reports_error``, the exception a
+# trace span carries). A rejected call did not fail: a human decided. ``error`` is no status.
+FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete", TIMED_OUT, CANCELLED})
+
+# Every status a tool call can have: turnstore's (above) and the Responses API's for tool call
+# items (hosted tools report their progress: searching, interpreting, generating, calling).
 TOOL_CALL_STATUSES: frozenset[str] = FAILED_STATUSES | {
     "completed",
-    "pending",
+    PENDING,
+    REJECTED,
     "in_progress",
     "searching",
     "interpreting",
@@ -280,6 +297,37 @@ class ModelResponse:
     started_at: datetime | None
     completed_at: datetime
     latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSpan:
+    """One span of the Agents SDK's trace of a run, as ``turnstore.tracing`` stored it.
+
+    ``kind`` is the SDK's span type (``agent``, ``task``, ``turn``, ``generation``,
+    ``response``, ``function``, ``handoff``, ``guardrail``, ``mcp_tools``, ``custom``, …);
+    ``name`` what it is about (the agent, the tool, the model, ``from -> to`` for a handoff,
+    the guardrail); ``error`` the error's text (the exception's message where the SDK gives
+    it); ``data`` the span's own fields (see docs/debugging.md). Times are UTC.
+    """
+
+    id: int
+    session_id: str
+    run_id: int
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    kind: str
+    name: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    duration_ms: float | None
+    error: str | None
+    data: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        """The span ended with an error."""
+        return self.error is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .importers import adopt
 from .model import Branch, Run, SessionInfo, Usage
 from .store import Store, session_patch, shared
+from .tracing import binding
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
@@ -253,6 +254,7 @@ class StructuredSession:
         """
         store = await self._ready()
         _call_of(wrapper, self.session_id, reading=True)
+        binding.bind(store, self.session_id, fresh=True)  # a Runner call starts here
         if limit is None:
             limit = _settings_limit(self.session_settings)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
@@ -272,6 +274,7 @@ class StructuredSession:
         """
         store = await self._ready()
         call = _call_of(wrapper, self.session_id, reading=False)
+        binding.bind(store, self.session_id, fresh=False)
         usage = usage_of(wrapper)
         delta = usage if usage is None or call is None else _since(usage, call.counted)
         telemetry = self._recorder.drain() if self._recorder is not None else None
@@ -297,6 +300,7 @@ class StructuredSession:
                 call.counted = usage
             if run_id is not None:
                 call.run_id = run_id
+        binding.note_run(self.session_id, run_id)
         self._written(info)
 
     def _written(self, info: SessionPatch | None) -> None:
@@ -475,12 +479,14 @@ class StructuredSession:
         gives its store back when it is garbage-collected. Idempotent; any later use raises
         ``ClosedError``.
         """
+        binding.on_close()  # the spans of its runs are written while its store is open
         self._closed = True
         if self._lease is not None and (store := self._lease.release(close_now=True)):
             store.close()
 
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""
+        await binding.on_aclose()
         self._closed = True
         if self._lease is not None and (store := self._lease.release(close_now=True)):
             await store.aclose()

@@ -12,11 +12,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..items import ItemInfo
-from ..model import COMPLETED, FAILED_STATUSES, IN_PROGRESS, INTERRUPTED, RunStatus
+from ..model import (
+    COMPLETED,
+    FAILED,
+    FAILED_STATUSES,
+    IN_PROGRESS,
+    INTERRUPTED,
+    REJECTED,
+    TIMED_OUT,
+    RunStatus,
+)
 from .codec import PreparedItem
 from .lock import Head
 
-__all__ = ["Plan", "plan_append", "reports_error"]
+__all__ = ["Plan", "output_status", "plan_append", "reports_error"]
 
 
 @dataclass(slots=True, eq=False)
@@ -81,11 +90,12 @@ def _pairing_key(info: ItemInfo) -> str:
 # (``default_tool_timeout_error_message``). Releases before 0.23 add the exception's text
 # (" Error: ...") and word bad JSON arguments apart. A custom ``failure_error_function`` is
 # not recognised; its calls count as completed.
+_TIMEOUT_OUTPUT = r"Tool '.*' timed out after [0-9.e+-]+ seconds\."
 _ERROR_OUTPUT = re.compile(
     r"An error occurred while running the tool\. Please try again\.(?: Error: .*)?"
     r"|An error occurred while parsing tool arguments\. Please try again with valid JSON\."
     r" Error: .*"
-    r"|Tool '.*' timed out after [0-9.e+-]+ seconds\.",
+    r"|" + _TIMEOUT_OUTPUT,
     re.DOTALL,
 )
 
@@ -95,6 +105,24 @@ def reports_error(output: str | None) -> bool:
     return output is not None and _ERROR_OUTPUT.fullmatch(output) is not None
 
 
+# What openai-agents writes as the output of a call a human rejected (its default
+# ``DEFAULT_APPROVAL_REJECTION_MESSAGE``; a custom message is known from the trace span).
+_REJECTION = "Tool execution was not approved."
+_TIMEOUT = re.compile(_TIMEOUT_OUTPUT, re.DOTALL)
+
+
+def output_status(output: str | None) -> str | None:
+    """The status a tool's output alone says (``model``'s tool call statuses): ``timed_out``,
+    ``failed`` (an error message), ``rejected``; None when it says nothing."""
+    if output is None:
+        return None
+    if _TIMEOUT.fullmatch(output):
+        return TIMED_OUT
+    if reports_error(output):
+        return FAILED
+    return REJECTED if output == _REJECTION else None
+
+
 def _output_error(info: ItemInfo) -> str | None:
     if info.error is not None:
         return info.error
@@ -102,9 +130,11 @@ def _output_error(info: ItemInfo) -> str | None:
 
 
 def _output_status(info: ItemInfo) -> str:
-    if info.status is not None and info.status not in ("in_progress", "searching"):
-        return "failed" if info.status == "completed" and _output_error(info) else info.status
-    return "failed" if _output_error(info) else "completed"
+    if info.status is not None and info.status not in ("in_progress", "searching", "completed"):
+        return info.status
+    if info.error is not None:
+        return FAILED
+    return output_status(info.output) or COMPLETED
 
 
 def _hosted_status(info: ItemInfo) -> str:

@@ -158,7 +158,7 @@ def parse_search(text: str) -> SearchQuery:
 # What the backends' snippet functions (FTS5 snippet(), ts_headline) put around each match;
 # ``search`` takes them out again and returns the matches as offsets. Two Unicode
 # noncharacters, which are for a program's internal use: the text columns never hold them
-# (items._clean replaces them), so a mark in a snippet is always one of these.
+# (items.clean_text replaces them), so a mark in a snippet is always one of these.
 SNIPPET_MARKS = ("\ufdd0", "\ufdd1")
 _MARK_SPLIT = re.compile(f"([{SNIPPET_MARKS[0]}{SNIPPET_MARKS[1]}])")
 

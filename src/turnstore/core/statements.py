@@ -121,6 +121,27 @@ class ModelResponseRow(NamedTuple):
     latency_ms: float | None
 
 
+class SpanRow(NamedTuple):
+    """A row of ``spans``."""
+
+    id: int
+    session_id: str
+    run_id: int
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    kind: str
+    name: str | None
+    started_at: Any
+    ended_at: Any
+    duration_ms: float | None
+    error: str | None
+    data: str
+
+
+SPAN_COLUMNS = ", ".join(SpanRow._fields)
+
+
 class UsageSumRow(NamedTuple):
     """Token usage summed over one group (a NULL sum: no runs with tokens)."""
 
@@ -496,6 +517,70 @@ SEARCH = All("search", row=SearchRow)
 SEARCH_RECENT = All("search_recent", row=SearchRow)
 SEARCH_BACKLOG = All("search_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
 SEARCH_RECENT_BACKLOG = All("search_recent_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
+
+# The SDK's trace spans (core.spans). A span is stored only with a run of its session that
+# still exists (a run deleted since its turn takes its spans along).
+INSERT_SPAN = Execute(
+    "insert_span",
+    """
+        INSERT INTO spans (session_id, run_id, trace_id, span_id, parent_span_id, kind, name,
+                           started_at, ended_at, duration_ms, error, data)
+        SELECT :sid, :run_id, :trace_id, :span_id, :parent_span_id, :kind, :name,
+               :started_at, :ended_at, :duration_ms, :error, :data
+        WHERE EXISTS (SELECT 1 FROM runs WHERE session_id = :sid AND id = :run_id)""",
+)
+# What a function span says of its tool call: the nth call of that tool (with those arguments,
+# when the span has them) in the run, in the order the spans started.
+SET_TOOL_OUTCOME = Execute(
+    "set_tool_outcome",
+    """
+        UPDATE tool_calls SET status = :status, error = :error
+        WHERE session_id = :sid AND id = (
+            SELECT id FROM tool_calls
+            WHERE session_id = :sid AND run_id = :run_id AND tool_name = :tool_name
+              AND (CAST(:arguments AS TEXT) IS NULL OR arguments = :arguments)
+            ORDER BY id LIMIT 1 OFFSET :nth)""",
+)
+_SPANS = f"SELECT {SPAN_COLUMNS} FROM spans WHERE {{condition}} ORDER BY {{order}} LIMIT :limit"
+_SPAN_FILTER = "(CAST(:kind AS TEXT) IS NULL OR kind = :kind)"
+SPANS_BY_RUN = All(
+    "spans_by_run",
+    _SPANS.format(condition="session_id = :sid AND run_id = :run_id", order="started_at, id"),
+    row=SpanRow,
+)
+SPANS_BY_SESSION = All(
+    "spans_by_session",
+    _SPANS.format(condition="session_id = :sid", order="run_id, started_at, id"),
+    row=SpanRow,
+)
+SLOWEST_SPANS_BY_SESSION = All(
+    "slowest_spans_by_session",
+    _SPANS.format(
+        condition=f"session_id = :sid AND duration_ms IS NOT NULL AND {_SPAN_FILTER}",
+        order="duration_ms DESC, id DESC",
+    ),
+    row=SpanRow,
+)
+SLOWEST_SPANS_BY_ALL = All(
+    "slowest_spans_by_all",
+    _SPANS.format(
+        condition=f"duration_ms IS NOT NULL AND {_SPAN_FILTER}", order="duration_ms DESC, id DESC"
+    ),
+    row=SpanRow,
+)
+ERROR_SPANS_BY_SESSION = All(
+    "error_spans_by_session",
+    _SPANS.format(
+        condition=f"session_id = :sid AND error IS NOT NULL AND {_SPAN_FILTER}",
+        order="id DESC",
+    ),
+    row=SpanRow,
+)
+ERROR_SPANS_BY_ALL = All(
+    "error_spans_by_all",
+    _SPANS.format(condition=f"error IS NOT NULL AND {_SPAN_FILTER}", order="id DESC"),
+    row=SpanRow,
+)
 
 # ---------------------------------------------------------------------------------------------
 

@@ -79,6 +79,15 @@ _FTS_UPDATE_TRIGGER = """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON
         END"""
 
 
+_SPAN_OVERVIEW = """CREATE VIEW span_overview AS
+        SELECT p.session_id, s.user_id, p.run_id, r.user_message, p.id AS span_row_id,
+            p.trace_id, p.span_id, p.parent_span_id, p.kind, p.name, p.started_at, p.ended_at,
+            p.duration_ms, p.error, p.error IS NOT NULL AS failed, p.data
+        FROM spans p
+        JOIN runs r ON r.session_id = p.session_id AND r.id = p.run_id
+        JOIN sessions s ON s.session_id = p.session_id"""
+
+
 def _rebuild(table: str, create: str, indexes: list[str]) -> list[str]:
     """SQLite's table rebuild: a copy made by ``create`` (ids and all) replaces ``table``."""
     return [
@@ -313,5 +322,62 @@ MIGRATIONS: list[list[str]] = [
                 THEN 'failed'
             ELSE 'in_progress' END
         WHERE status IS NULL AND kind IS NULL""",
+    ],
+    # 10: the SDK's trace spans of each run (turnstore.tracing): what happened inside a turn.
+    # Written in batches after the turn (a span that names a run no longer stored is
+    # dropped); data is the span's JSON as turnstore keeps it (core/spans.py).
+    [
+        """CREATE TABLE spans (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            parent_span_id TEXT,
+            kind TEXT NOT NULL,
+            name TEXT,
+            started_at TEXT,
+            ended_at TEXT,
+            duration_ms REAL,
+            error TEXT,
+            data TEXT NOT NULL
+        )""",
+        "CREATE INDEX spans_run ON spans (run_id, started_at)",
+        "CREATE INDEX spans_session ON spans (session_id, id)",
+        "CREATE INDEX spans_kind_duration ON spans (kind, duration_ms)",
+        _SPAN_OVERVIEW,
+        # Tool call statuses tell timed out, cancelled and rejected calls apart
+        # (model.FAILED_STATUSES); the views count the new failed ones.
+        """UPDATE tool_calls SET status = 'timed_out'
+        WHERE status = 'failed' AND output GLOB 'Tool ''*'' timed out after * seconds.'""",
+        """UPDATE tool_calls SET status = 'rejected'
+        WHERE status = 'completed' AND error IS NULL
+          AND output = 'Tool execution was not approved.'""",
+        "DROP VIEW run_overview",
+        "DROP VIEW tool_call_overview",
+        """CREATE VIEW run_overview AS
+        SELECT r.session_id, s.user_id, r.id AS run_id, r.parent_id, r.depth,
+            r.user_message, r.assistant_message,
+            (SELECT group_concat(tool_name, ', ') FROM (
+                SELECT t.tool_name FROM tool_calls t WHERE t.run_id = r.id
+                GROUP BY t.tool_name ORDER BY min(t.id))) AS tools,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
+            (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id
+                AND (t.status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
+                    OR t.error IS NOT NULL))
+                AS failed_tool_calls,
+            r.agent_name, r.model, r.requests, r.input_tokens, r.output_tokens,
+            r.total_tokens, r.cached_tokens, r.reasoning_tokens, r.item_count,
+            r.id = s.head_run_id AS is_head, r.created_at, r.updated_at
+        FROM runs r JOIN sessions s ON s.session_id = r.session_id""",
+        """CREATE VIEW tool_call_overview AS
+        SELECT t.session_id, s.user_id, t.run_id, t.id AS tool_call_id, t.call_id,
+            t.tool_name, t.kind, r.user_message, t.arguments, t.output, t.status, t.error,
+            (t.status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
+             OR t.error IS NOT NULL) AS failed,
+            t.duration_ms, t.created_at, t.started_at, t.completed_at
+        FROM tool_calls t
+        JOIN runs r ON r.id = t.run_id
+        JOIN sessions s ON s.session_id = t.session_id""",
     ],
 ]

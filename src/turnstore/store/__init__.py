@@ -10,7 +10,9 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
 - ``catalogue``: the sessions (``sessions``, ``session``, ``update_session``,
   ``patch_session``, ``delete_session``);
 - ``analytics``: across sessions (``tool_calls``, ``slowest_tool_calls``, ``tool_stats``,
-  ``model_responses``, ``usage``, ``search``, ``export``).
+  ``model_responses``, ``usage``, ``search``, ``export``);
+- ``spans``: the SDK's trace spans of each run (``spans``, ``slowest_spans``,
+  ``error_spans``; ``_record_spans`` for ``turnstore.tracing``).
 
 ``base`` holds what they share (the backend, exactly-once writes, argument checks) and
 ``opening`` turns a path or URL into a backend. ``shared`` is the process's registry of the
@@ -29,6 +31,7 @@ from .analytics import AnalyticsMixin
 from .catalogue import CatalogueMixin, session_patch
 from .conversation import ConversationMixin
 from .opening import open_backend, sqlite_path
+from .spans import SpansMixin
 from .tree import TreeMixin
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Store", "migrate", "session_patch", "sqlite_path"]
 
 
-class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin):
+class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansMixin):
     """One database of conversations: open it once, share it between sessions and queries.
 
     ``Store.open(":memory:")``, ``Store.open("conversations.db")`` or

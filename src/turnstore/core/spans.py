@@ -1,0 +1,149 @@
+"""The SDK's trace spans of each run (``turnstore.tracing``): written in batches, read back.
+
+A span arrives as a ``SpanRecord``: SDK-free, with its run resolved and its times bound as
+the backend binds them. ``data`` is the span's own fields as JSON (``encode_data``); a
+function span may also say how its tool call ended (``ToolOutcome``), which then replaces
+what the call's output alone suggested (``tool_calls.status`` and ``error``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import TraceSpan
+from . import statements as S
+from .ops import Op
+from .rows import as_datetime
+
+__all__ = [
+    "SpanRecord",
+    "ToolOutcome",
+    "encode_data",
+    "error_spans",
+    "record_spans",
+    "slowest_spans",
+    "spans",
+]
+
+logger = logging.getLogger("turnstore.tracing")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """How a function span says its tool call ended: the ``nth`` call of ``tool_name`` in the
+    run (with ``arguments``, when the span has them) gets ``status`` and ``error``."""
+
+    tool_name: str
+    arguments: str | None
+    nth: int
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span, ready to store in ``run_id``."""
+
+    run_id: int
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    kind: str
+    name: str | None
+    started_at: Any
+    ended_at: Any
+    duration_ms: float | None
+    error: str | None
+    data: str
+    outcome: ToolOutcome | None = None
+
+
+def encode_data(data: Mapping[str, Any]) -> str:
+    """A span's fields as stored: JSON, anything JSON lacks as its text, and ASCII, so that a
+    lone surrogate or a NUL in a tool's output cannot fail the batch."""
+    return json.dumps(data, default=str, ensure_ascii=True)
+
+
+def _decode_data(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        logger.warning("a stored span's data is not JSON; read as empty")
+        return {}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def record_spans(session_id: str, records: Sequence[SpanRecord]) -> Op[None]:
+    """Store ``records`` in the session (those of runs since deleted are dropped)."""
+    for record in records:
+        yield S.INSERT_SPAN(
+            {
+                "sid": session_id,
+                "run_id": record.run_id,
+                "trace_id": record.trace_id,
+                "span_id": record.span_id,
+                "parent_span_id": record.parent_span_id,
+                "kind": record.kind,
+                "name": record.name,
+                "started_at": record.started_at,
+                "ended_at": record.ended_at,
+                "duration_ms": record.duration_ms,
+                "error": record.error,
+                "data": record.data,
+            }
+        )
+        if (outcome := record.outcome) is not None:
+            yield S.SET_TOOL_OUTCOME(
+                {
+                    "sid": session_id,
+                    "run_id": record.run_id,
+                    "tool_name": outcome.tool_name,
+                    "arguments": outcome.arguments,
+                    "nth": outcome.nth,
+                    "status": outcome.status,
+                    "error": outcome.error,
+                }
+            )
+
+
+def _span(row: S.SpanRow) -> TraceSpan:
+    return TraceSpan(
+        id=row.id,
+        session_id=row.session_id,
+        run_id=row.run_id,
+        trace_id=row.trace_id,
+        span_id=row.span_id,
+        parent_span_id=row.parent_span_id,
+        kind=row.kind,
+        name=row.name,
+        started_at=as_datetime(row.started_at) if row.started_at is not None else None,
+        ended_at=as_datetime(row.ended_at) if row.ended_at is not None else None,
+        duration_ms=row.duration_ms,
+        error=row.error,
+        data=_decode_data(row.data),
+    )
+
+
+def spans(*, session_id: str, run_id: int | None, limit: int) -> Op[list[TraceSpan]]:
+    """The spans of a run, or of every run of a session, in the order they started."""
+    statement = S.SPANS_BY_RUN if run_id is not None else S.SPANS_BY_SESSION
+    rows = yield statement({"sid": session_id, "run_id": run_id, "limit": limit})
+    return [_span(row) for row in rows]
+
+
+def slowest_spans(*, session_id: str | None, kind: str | None, limit: int) -> Op[list[TraceSpan]]:
+    """The ``limit`` longest spans (of ``kind``, of ``session_id``), slowest first."""
+    statement = S.SLOWEST_SPANS_BY_SESSION if session_id else S.SLOWEST_SPANS_BY_ALL
+    rows = yield statement({"sid": session_id, "kind": kind, "limit": limit})
+    return [_span(row) for row in rows]
+
+
+def error_spans(*, session_id: str | None, kind: str | None, limit: int) -> Op[list[TraceSpan]]:
+    """The newest ``limit`` spans that ended with an error, newest first."""
+    statement = S.ERROR_SPANS_BY_SESSION if session_id else S.ERROR_SPANS_BY_ALL
+    rows = yield statement({"sid": session_id, "kind": kind, "limit": limit})
+    return [_span(row) for row in rows]

@@ -1,0 +1,104 @@
+"""The spans queries on every backend, without the SDK: what ``turnstore.tracing`` writes is
+read back exactly, hostile strings included; bad arguments are refused; spans of a run that is
+gone are dropped."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from builders import call, output, user
+from turnstore import InvalidOperationError, RunNotFoundError, Store
+from turnstore.core.spans import SpanRecord, ToolOutcome, encode_data
+
+HOSTILE = "x\x00y \ud800 '; DROP TABLE spans; -- <b>\u202e\ufdd0"
+CLEAN = "x\ufffdy \ufffd '; DROP TABLE spans; -- <b>\u202e\ufdd0"
+START = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
+
+
+def record(store: Store, run_id: int, n: int, **changes: object) -> SpanRecord:
+    started = START + timedelta(seconds=n)
+    fields: dict[str, object] = {
+        "run_id": run_id,
+        "trace_id": "trace_1",
+        "span_id": f"span_{n}",
+        "parent_span_id": None if n == 0 else "span_0",
+        "kind": "function" if n else "agent",
+        "name": f"name {n}",
+        "started_at": store.backend.bind_time(started),
+        "ended_at": store.backend.bind_time(started + timedelta(milliseconds=10 * n)),
+        "duration_ms": 10.0 * n,
+        "error": None,
+        "data": encode_data({"n": n}),
+    }
+    fields.update(changes)
+    return SpanRecord(**fields)  # type: ignore[arg-type]
+
+
+async def test_spans_read_back_in_order(store: Store) -> None:
+    await store.add_items("s", [user("q1"), call("c1", "f", '{"a": 1}'), output("c1", "ok")])
+    await store.add_items("t", [user("q2")])
+    [run] = await store.runs("s")
+    [other] = await store.runs("t")
+    await store._record_spans(
+        "s",
+        [
+            record(store, run.id, 2, error=None),
+            record(store, run.id, 0),
+            record(
+                store,
+                run.id,
+                1,
+                name="f",
+                error=CLEAN,
+                data=encode_data({"input": HOSTILE}),
+                outcome=ToolOutcome("f", '{"a": 1}', 0, "failed", CLEAN),
+            ),
+        ],
+    )
+    await store._record_spans("t", [record(store, other.id, 3, kind="generation")])
+    spans = await store.spans(run_id=run.id)
+    assert [span.span_id for span in spans] == ["span_0", "span_1", "span_2"]
+    assert spans[0].started_at == START
+    assert spans[1].parent_span_id == "span_0"
+    assert spans[1].error == CLEAN
+    assert spans[1].data == {"input": HOSTILE}
+    assert spans[1].failed
+    assert not spans[2].failed
+    assert await store.spans(session_id="s") == spans
+    assert await store.spans(session_id="s", limit=1) == spans[:1]
+    assert await store.spans(session_id="t", run_id=run.id) == []
+    [calls] = await store.tool_calls(session_id="s")
+    assert (calls.status, calls.error) == ("failed", CLEAN)
+    # The slowest and the failed, across the store or one session, of one kind.
+    assert [s.span_id for s in await store.slowest_spans(limit=3)] == ["span_3", "span_2", "span_1"]
+    assert [s.span_id for s in await store.slowest_spans(kind="function")] == ["span_2", "span_1"]
+    assert [s.span_id for s in await store.slowest_spans(session_id="t")] == ["span_3"]
+    assert [s.span_id for s in await store.error_spans()] == ["span_1"]
+    assert await store.error_spans(session_id="t") == []
+    assert await store.error_spans(kind="agent") == []
+
+
+async def test_spans_of_a_run_that_is_gone_are_dropped(store: Store) -> None:
+    await store.add_items("s", [user("q1")])
+    [run] = await store.runs("s")
+    await store.delete_session("s")
+    await store._record_spans("s", [record(store, run.id, 0)])
+    await store.add_items("s", [user("q2")])
+    assert await store.spans(session_id="s") == []
+
+
+async def test_bad_arguments_are_refused(store: Store) -> None:
+    with pytest.raises(InvalidOperationError):
+        await store.spans()
+    with pytest.raises(RunNotFoundError):
+        await store.spans(run_id=12345)
+    with pytest.raises(InvalidOperationError):
+        await store.spans(run_id="1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperationError):
+        await store.slowest_spans(limit=0)
+    with pytest.raises(InvalidOperationError):
+        await store.error_spans(kind=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperationError):
+        await store._record_spans("s", ["not a span"])  # type: ignore[list-item]

@@ -1,0 +1,328 @@
+"""Issue 17: the SDK's trace spans stored beside the conversation (``turnstore.tracing``).
+
+End to end with the real ``Runner`` and ``ScriptedModel``: a turn with a tool that raises, a
+handoff, a guardrail trip and a rejected approval stores spans whose kinds, parentage, names
+and error texts are asserted, and the tool calls say how each ended; concurrent Runner calls
+on two sessions attribute every span to the right run; spans of runs without a turnstore
+session are ignored; a failing write is logged, never raised into the Runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    RunContextWrapper,
+    Runner,
+    function_tool,
+    input_guardrail,
+)
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from agents.tracing import set_trace_processors, set_tracing_disabled, trace
+
+from conftest import sql
+from test_e2e_runner import MODES, drive
+from turnstore import Store, StructuredSession, TraceSpan, tracing
+from turnstore.tracing.processor import SpanStore
+
+pytestmark = pytest.mark.e2e
+
+ERROR = "disk on fire: /var/x \x00 \ud800 ' OR 1=1; -- <script>"
+# As text columns hold it: NUL and the lone surrogate replaced (items.clean_text).
+STORED_ERROR = "disk on fire: /var/x \ufffd \ufffd ' OR 1=1; -- <script>"
+
+
+@pytest.fixture
+def spans_on() -> Iterator[SpanStore]:
+    """Tracing on, with turnstore's processor alone (no test exports traces anywhere)."""
+    processor = tracing.install()
+    set_trace_processors([processor])
+    set_tracing_disabled(False)
+    try:
+        yield processor
+    finally:
+        tracing.flush()
+        set_tracing_disabled(True)
+        set_trace_processors([])
+        tracing.uninstall()
+
+
+def _failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
+    return "the lookup failed"
+
+
+@function_tool(failure_error_function=_failure)
+def lookup(key: str) -> str:
+    """Look a key up (it always fails)."""
+    raise RuntimeError(ERROR)
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (needs approval)."""
+    return f"deleted {path}"
+
+
+@input_guardrail(name="no_forbidden", run_in_parallel=False)
+async def no_forbidden(ctx: RunContextWrapper[Any], agent: Agent[Any], data: Any) -> Any:
+    text = data if isinstance(data, str) else str(data[-1].get("content"))
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="forbidden" in text)
+
+
+def _agents() -> Agent[Any]:
+    model = ScriptedModel(
+        [
+            # run 1: a tool that raises, then a handoff; Billing answers
+            ModelStep(output=[function_call("lookup", {"key": "k1"}, call_id="c1")]),
+            ModelStep(output=[function_call("transfer_to_billing", {}, call_id="h1")]),
+            ModelStep(output=[assistant_message("Billing here.")]),
+            # run 2 trips the guardrail; run 3 asks for an approval that is rejected
+            ModelStep(output=[function_call("delete_file", {"path": "/tmp/r"}, call_id="c2")]),
+            ModelStep(output=[assistant_message("Not deleted.")]),
+        ],
+        emit_traces=True,
+    )
+    billing = Agent("Billing", model=model)
+    return Agent(
+        "Assistant",
+        model=model,
+        tools=[lookup, delete_file],
+        handoffs=[billing],
+        input_guardrails=[no_forbidden],
+    )
+
+
+async def _converse(mode: str, session: StructuredSession) -> None:
+    agent = _agents()
+    result = await drive(mode, agent, "look k1 up", session)
+    assert result.final_output == "Billing here."
+    with pytest.raises(InputGuardrailTripwireTriggered):
+        await drive(mode, agent, "tell me something forbidden", session)
+    result = await drive(mode, agent, "Delete /tmp/r", session)
+    state = result.to_state()
+    state.reject(result.interruptions[0])
+    result = await drive(mode, agent, state, session)
+    assert result.final_output == "Not deleted."
+
+
+def _by_kind(spans: list[TraceSpan], kind: str) -> list[TraceSpan]:
+    return [span for span in spans if span.kind == kind]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_turn_stores_its_spans(store: Store, spans_on: SpanStore, mode: str) -> None:
+    session = StructuredSession("s", store)
+    await _converse(mode, session)
+    await tracing.aflush()
+    first, tripped, rejected = await store.runs("s")
+
+    spans = await store.spans(run_id=first.id)
+    assert spans == await store.spans(session_id="s", run_id=first.id)
+    assert {span.session_id for span in spans} == {"s"}
+    ids = {span.span_id: span for span in spans}
+    assert len(ids) == len(spans)
+    # Parentage: one trace; every parent is a stored span of it.
+    assert len({span.trace_id for span in spans}) == 1
+    for span in spans:
+        assert span.parent_span_id is None or span.parent_span_id in ids, span
+    agents = _by_kind(spans, "agent")
+    assert [span.name for span in agents] == ["Assistant", "Billing"]
+    [failed] = _by_kind(spans, "function")
+    assert failed.name == "lookup"
+    assert failed.error == STORED_ERROR
+    assert failed.data["input"] == '{"key":"k1"}'
+
+    def agent_of(span: TraceSpan) -> TraceSpan:
+        while span.kind != "agent":
+            assert span.parent_span_id is not None
+            span = ids[span.parent_span_id]
+        return span
+
+    assert agent_of(failed).name == "Assistant"
+    [handoff] = _by_kind(spans, "handoff")
+    assert handoff.name == "Assistant -> Billing"
+    assert handoff.data["from_agent"] == "Assistant"
+    assert handoff.data["to_agent"] == "Billing"
+    assert agent_of(handoff).name == "Assistant"
+    generations = _by_kind(spans, "generation")
+    assert [agent_of(span).name for span in generations] == ["Assistant", "Assistant", "Billing"]
+    for span in spans:
+        assert span.started_at is not None
+        assert span.ended_at is not None
+        assert span.duration_ms is not None
+        assert span.duration_ms >= 0
+    assert [span.error for span in spans if span.error is not None] == [failed.error]
+
+    # The guardrail's trip, in the run it stopped.
+    tripped_spans = await store.spans(run_id=tripped.id)
+    [guardrail] = _by_kind(tripped_spans, "guardrail")
+    assert guardrail.name == "no_forbidden"
+    assert guardrail.data["triggered"] is True
+    assert not _by_kind(tripped_spans, "generation")
+
+    # The rejected approval: the call that asked (the resumed Runner call's spans join the
+    # same trace and run; the SDK runs no tool, so it makes no span of the rejection).
+    rejected_spans = await store.spans(run_id=rejected.id)
+    [asked] = _by_kind(rejected_spans, "function")
+    assert asked.name == "delete_file"
+    assert asked.error is None
+    assert len({span.trace_id for span in rejected_spans}) == 1
+    assert [span.name for span in _by_kind(rejected_spans, "agent")] == ["Assistant"] * 2
+
+    # The tool calls say how each ended.
+    calls = {call.call_id: call for call in await store.tool_calls(session_id="s")}
+    assert calls["c1"].status == "failed"
+    assert calls["c1"].error == failed.error
+    assert calls["c1"].output == "the lookup failed"
+    assert calls["c2"].status == "rejected"
+    assert calls["c2"].error is None
+    assert not calls["c2"].failed
+    assert calls["h1"].status == "completed"
+
+    # The queries across runs
+    errors = await store.error_spans(session_id="s")
+    assert errors[-1] == failed
+    # The guardrail's trip is the error of the turn (or agent) it stopped.
+    assert [(span.run_id, span.error) for span in errors[:-1]] == [
+        (tripped.id, "Guardrail tripwire triggered")
+    ]
+    assert [span.id for span in await store.error_spans(kind="handoff")] == []
+    slowest = await store.slowest_spans(kind="function")
+    assert {span.id for span in slowest} == {failed.id, asked.id}
+    durations = [span.duration_ms for span in await store.slowest_spans(session_id="s")]
+    assert durations == sorted(durations, reverse=True)
+    every = await store.spans(session_id="s")
+    assert [span.run_id for span in every] == sorted(span.run_id for span in every)
+    assert {span.id for span in every} >= {span.id for span in spans}
+    rows = await sql(
+        store,
+        "SELECT kind, name, error, failed FROM span_overview WHERE run_id = {run} AND failed",
+        run=first.id,
+    )
+    assert [tuple(row) for row in rows] == [("function", "lookup", failed.error, True)]
+
+
+async def test_concurrent_runner_calls_attribute_every_span(
+    store: Store, spans_on: SpanStore
+) -> None:
+    def agent(tag: str) -> Agent[Any]:
+        steps = []
+        for n in range(3):
+            steps.append(
+                ModelStep(output=[function_call("lookup", {"key": f"{tag}{n}"}, call_id=f"c{n}")])
+            )
+            steps.append(ModelStep(output=[assistant_message(f"{tag} answer {n}")]))
+        return Agent(f"Agent {tag}", model=ScriptedModel(steps, emit_traces=True), tools=[lookup])
+
+    sessions = {tag: StructuredSession(f"s-{tag}", store) for tag in "ab"}
+    agents = {tag: agent(tag) for tag in "ab"}
+
+    async def converse(tag: str) -> None:
+        for n in range(3):
+            await Runner.run(agents[tag], f"{tag} question {n}", session=sessions[tag])
+            await asyncio.sleep(0)
+
+    # The two conversations interleave on one event loop, and within one outer trace.
+    with trace("both"):
+        await asyncio.gather(converse("a"), converse("b"))
+    await tracing.aflush()
+    attributed = 0
+    for tag in "ab":
+        runs = await store.runs(f"s-{tag}")
+        assert len(runs) == 3
+        for n, run in enumerate(runs):
+            spans = await store.spans(run_id=run.id)
+            assert [span.name for span in _by_kind(spans, "agent")] == [f"Agent {tag}"]
+            [function] = _by_kind(spans, "function")
+            assert function.data["input"] == f'{{"key":"{tag}{n}"}}'
+            assert len(_by_kind(spans, "generation")) == 2
+            assert {span.session_id for span in spans} == {f"s-{tag}"}
+            attributed += len(spans)
+    # Every span stored is one of those (the SDK's task and turn spans too, where it has them).
+    every = await sql(store, "SELECT count(*) FROM spans")
+    assert every[0][0] == attributed
+
+
+async def test_runs_without_a_turnstore_session_are_ignored(
+    store: Store, spans_on: SpanStore
+) -> None:
+    model = ScriptedModel(
+        [
+            ModelStep(output=[assistant_message("one")]),
+            ModelStep(output=[assistant_message("two")]),
+        ],
+        emit_traces=True,
+    )
+    agent = Agent("A", model=model)
+    session = StructuredSession("s", store)
+    await Runner.run(agent, "with a session", session=session)
+    await tracing.aflush()
+    [run] = await store.runs("s")
+    stored = len(await store.spans(run_id=run.id))
+    assert stored >= 2  # its agent and generation spans at least
+    # The same task, no session: its spans belong to no run of ours.
+    await Runner.run(agent, "without")
+    await tracing.aflush()
+    assert not spans_on.pending()
+    rows = await sql(store, "SELECT run_id, count(*) FROM spans GROUP BY run_id")
+    assert [tuple(row) for row in rows] == [(run.id, stored)]
+
+
+async def test_a_failing_write_is_logged_not_raised(
+    store: Store, spans_on: SpanStore, caplog: pytest.LogCaptureFixture, monkeypatch: Any
+) -> None:
+    async def broken(self: Any, session_id: str, records: Any) -> None:
+        raise RuntimeError("the database is gone")
+
+    monkeypatch.setattr(Store, "_record_spans", broken)
+    agent = Agent("A", model=ScriptedModel([ModelStep(output=[assistant_message("hi")])]))
+    session = StructuredSession("s", store)
+    with caplog.at_level(logging.ERROR, logger="turnstore.tracing"):
+        result = await Runner.run(agent, "hello", session=session)
+        await tracing.aflush()
+    assert result.final_output == "hi"
+    assert "could not be written" in caplog.text
+    assert [run.assistant_message for run in await store.runs("s")] == ["hi"]
+
+
+async def test_hooks_and_tracing_count_nothing_twice(store: Store, spans_on: SpanStore) -> None:
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call("lookup", {"key": "k"}, call_id="c1")]),
+            ModelStep(output=[assistant_message("done")]),
+        ],
+        emit_traces=True,
+    )
+    session = StructuredSession("s", store)
+    await Runner.run(
+        Agent("A", model=model, tools=[lookup]), "go", session=session, hooks=session.hooks
+    )
+    await tracing.aflush()
+    [run] = await store.runs("s")
+    assert run.usage.requests == 2
+    assert len(await store.model_responses(session_id="s")) == 2
+    assert [row.usage.requests for row in await store.usage("model")] == [2]
+    assert len(_by_kind(await store.spans(run_id=run.id), "generation")) == 2
+    [call] = await store.tool_calls(session_id="s")
+    assert call.duration_ms is not None
+    assert call.status == "failed"
+
+
+async def test_closing_a_session_writes_its_spans(open_store: Any, spans_on: SpanStore) -> None:
+    store = open_store()
+    try:
+        session = StructuredSession("s", store)
+        agent = Agent("A", model=ScriptedModel([ModelStep(output=[assistant_message("hi")])]))
+        await Runner.run(agent, "hello", session=session)
+        await session.aclose()
+        assert not spans_on.pending()
+        assert "agent" in {span.kind for span in await store.spans(session_id="s")}
+    finally:
+        await store.aclose()
