@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from test_queries import build
-from turnstore import Store
+from test_tracing import tracing_on
+from turnstore import Store, tracing
 from turnstore.core.ops import Fetch, Op, Query
 
 pytestmark = pytest.mark.e2e
@@ -154,9 +155,15 @@ EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     18: [("s1",)],
     19: [("s1",)],
     20: [("s1", 4, EDITED, "in_progress")],  # the edit, not yet answered
+    # Spans (build runs with turnstore.tracing on): alice's first run has the triage and
+    # billing agents, two tools and the handoff; bob's run has no tool.
+    21: [(1, "agent", 2), (1, "function", 2), (1, "handoff", 1), (2, "agent", 1)],
+    # openai-agents keeps the default error handler's exception out of traces since 0.23.
+    22: [(1, WEATHER, "function", "lookup_order", "Error running tool (non-fatal)")],
+    23: [("s1", 1, "get_weather", MS), ("s1", 1, "lookup_order", MS)],
 }
 # Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted.
-UNORDERED = {8, 15, 16}
+UNORDERED = {8, 15, 16, 23}
 
 
 def comparable(value: Any) -> Any:
@@ -193,7 +200,9 @@ async def test_sql_example_runs(store: Store, backend_name: str, number: int) ->
         pytest.skip("a SQLite example")
     if first.startswith("-- PostgreSQL") and backend_name != "postgres":
         pytest.skip("a PostgreSQL example")
-    built = await build(store)
+    with tracing_on():
+        built = await build(store)
+        await tracing.aflush()
     await built["alice"].edit(built["runs1"][1].id, "Which refund rules apply?")
     # The docs' search examples read the index as Store.search leaves it: up to date.
     await store.search("refund")

@@ -9,11 +9,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from builders import call, output, user
-from turnstore import InvalidOperationError, RunNotFoundError, Store
+from turnstore import InvalidOperationError, RunNotFoundError, Store, TraceSpan
 from turnstore.core.spans import SpanRecord, ToolOutcome, encode_data
 
 HOSTILE = "x\x00y \ud800 '; DROP TABLE spans; -- <b>\u202e\ufdd0"
-CLEAN = "x\ufffdy \ufffd '; DROP TABLE spans; -- <b>\u202e\ufdd0"
+# As text columns hold it: NUL, the lone surrogate and the search marks replaced.
+CLEAN = "x\ufffdy \ufffd '; DROP TABLE spans; -- <b>\u202e\ufffd"
 START = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
 
 
@@ -102,3 +103,75 @@ async def test_bad_arguments_are_refused(store: Store) -> None:
         await store.error_spans(kind=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidOperationError):
         await store._record_spans("s", ["not a span"])  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------------------------------------
+# The viewer's timeline
+
+
+def _span(n: int, parent: int | None, start: float | None, ms: float | None) -> TraceSpan:
+    started = None if start is None else START + timedelta(milliseconds=start)
+    ended = None if started is None or ms is None else started + timedelta(milliseconds=ms)
+    return TraceSpan(
+        id=n,
+        session_id="s",
+        run_id=1,
+        trace_id="t",
+        span_id=f"s{n}",
+        parent_span_id=None if parent is None else f"s{parent}",
+        kind="agent",
+        name=None,
+        started_at=started,
+        ended_at=ended,
+        duration_ms=ms,
+        error=None,
+        data={"triggered": True} if n == 3 else {},
+    )
+
+
+def test_the_waterfall_nests_children_under_parents_in_time_order() -> None:
+    from turnstore.web.timeline import WIDTH, waterfall
+
+    rows = waterfall(
+        [
+            _span(4, 1, 60, 40),
+            _span(1, None, 0, 100),
+            _span(2, 1, 10, 0),  # an instant
+            _span(3, 9, 50, 10),  # its parent is not stored: shown at the top level
+            _span(5, None, None, None),  # never started
+        ]
+    )
+    assert [(row.span.id, row.depth) for row in rows] == [(1, 0), (2, 1), (4, 1), (3, 0), (5, 0)]
+    bars = {row.span.id: (round(row.x), round(row.width)) for row in rows}
+    assert bars == {1: (0, WIDTH), 2: (100, 2), 4: (600, 400), 3: (500, 100), 5: (0, 2)}
+    assert not rows[0].tripped  # not a guardrail
+    # Every span in one instant fills the axis; parents in a cycle are still shown, once.
+    [row] = waterfall([_span(1, None, 0, 0)])
+    assert (row.x, row.width) == (0.0, float(WIDTH))
+    cycle = waterfall([_span(1, 2, 0, 5), _span(2, 1, 1, 5)])
+    assert sorted(row.span.id for row in cycle) == [1, 2]
+    assert waterfall([]) == []
+
+
+async def test_the_timeline_page(store: Store) -> None:
+    from starlette.testclient import TestClient
+
+    from turnstore.web import create_app
+
+    await store.add_items("s", [user("q1")])
+    [run] = await store.runs("s")
+    client = TestClient(create_app(store), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{run.id}/timeline")
+    assert page.status_code == 200
+    assert "No trace spans are stored for this turn" in page.text
+    await store._record_spans(
+        "s", [record(store, run.id, 0), record(store, run.id, 1, error=CLEAN, name=HOSTILE)]
+    )
+    page = client.get(f"/runs/{run.id}/timeline")
+    assert page.status_code == 200
+    assert page.text.count('<tr class="span') == 2
+    assert "DROP TABLE spans; -- &lt;b&gt;" in page.text  # escaped, never markup
+    assert "<b>" not in page.text.split("<main", 1)[1]
+    assert client.get("/runs/123456/timeline").status_code == 404
+    session_page = client.get("/sessions/s")
+    assert f'href="/runs/{run.id}/timeline"' in session_page.text

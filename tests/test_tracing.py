@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -39,8 +40,8 @@ ERROR = "disk on fire: /var/x \x00 \ud800 ' OR 1=1; -- <script>"
 STORED_ERROR = "disk on fire: /var/x \ufffd \ufffd ' OR 1=1; -- <script>"
 
 
-@pytest.fixture
-def spans_on() -> Iterator[SpanStore]:
+@contextmanager
+def tracing_on() -> Iterator[SpanStore]:
     """Tracing on, with turnstore's processor alone (no test exports traces anywhere)."""
     processor = tracing.install()
     set_trace_processors([processor])
@@ -52,6 +53,12 @@ def spans_on() -> Iterator[SpanStore]:
         set_tracing_disabled(True)
         set_trace_processors([])
         tracing.uninstall()
+
+
+@pytest.fixture
+def spans_on() -> Iterator[SpanStore]:
+    with tracing_on() as processor:
+        yield processor
 
 
 def _failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
@@ -99,7 +106,9 @@ def _agents() -> Agent[Any]:
     )
 
 
-async def _converse(mode: str, session: StructuredSession) -> None:
+async def converse(mode: str, session: StructuredSession) -> None:
+    """The acceptance conversation: a raising tool and a handoff in run 1, a guardrail trip in
+    run 2, a rejected approval in run 3."""
     agent = _agents()
     result = await drive(mode, agent, "look k1 up", session)
     assert result.final_output == "Billing here."
@@ -119,7 +128,7 @@ def _by_kind(spans: list[TraceSpan], kind: str) -> list[TraceSpan]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_turn_stores_its_spans(store: Store, spans_on: SpanStore, mode: str) -> None:
     session = StructuredSession("s", store)
-    await _converse(mode, session)
+    await converse(mode, session)
     await tracing.aflush()
     first, tripped, rejected = await store.runs("s")
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -53,11 +54,9 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.fixture(scope="module")
-def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Ids]]:
-    """(base URL, ids) of a live viewer over the test conversations."""
-    db = str(tmp_path_factory.mktemp("browser") / "viewer.db")
-    ids = run_in_new_loop(lambda: build(db))  # Playwright may own this thread's loop
+@contextmanager
+def live_viewer(db: str) -> Iterator[str]:
+    """The base URL of a live viewer over the database ``db``."""
     store = Store.open(db)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -70,11 +69,20 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Ids]
         assert thread.is_alive(), "the server stopped"
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", ids
+    yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
     sock.close()
     store.close()
+
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Ids]]:
+    """(base URL, ids) of a live viewer over the test conversations."""
+    db = str(tmp_path_factory.mktemp("browser") / "viewer.db")
+    ids = run_in_new_loop(lambda: build(db))  # Playwright may own this thread's loop
+    with live_viewer(db) as base:
+        yield base, ids
 
 
 class Watch:

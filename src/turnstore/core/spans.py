@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ..items import clean_text
 from ..model import TraceSpan
 from . import statements as S
 from .ops import Op
@@ -22,6 +23,7 @@ from .rows import as_datetime
 __all__ = [
     "SpanRecord",
     "ToolOutcome",
+    "cleaned",
     "encode_data",
     "error_spans",
     "record_spans",
@@ -35,7 +37,8 @@ logger = logging.getLogger("turnstore.tracing")
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """How a function span says its tool call ended: the ``nth`` call of ``tool_name`` in the
-    run (with ``arguments``, when the span has them) gets ``status`` and ``error``."""
+    run (with ``arguments``, when the span has them) gets ``status`` and ``error`` (None:
+    the call keeps its error)."""
 
     tool_name: str
     arguments: str | None
@@ -60,6 +63,24 @@ class SpanRecord:
     error: str | None
     data: str
     outcome: ToolOutcome | None = None
+
+
+def _clean_fields(record: Any) -> Any:
+    changes = {
+        field.name: clean_text(value)
+        for field in fields(record)
+        if isinstance(value := getattr(record, field.name), str)
+    }
+    return replace(record, **changes)
+
+
+def cleaned(record: SpanRecord) -> SpanRecord:
+    """``record`` with its text as a column holds it: NUL and lone surrogates replaced
+    (``items.clean_text``), in the span and in what it says of its tool call."""
+    record = _clean_fields(record)
+    if record.outcome is not None:
+        record = replace(record, outcome=_clean_fields(record.outcome))
+    return record
 
 
 def encode_data(data: Mapping[str, Any]) -> str:

@@ -530,11 +530,12 @@ INSERT_SPAN = Execute(
         WHERE EXISTS (SELECT 1 FROM runs WHERE session_id = :sid AND id = :run_id)""",
 )
 # What a function span says of its tool call: the nth call of that tool (with those arguments,
-# when the span has them) in the run, in the order the spans started.
+# when the span has them) in the run, in the order the spans started. A span without the
+# exception's text leaves the error the output gave.
 SET_TOOL_OUTCOME = Execute(
     "set_tool_outcome",
     """
-        UPDATE tool_calls SET status = :status, error = :error
+        UPDATE tool_calls SET status = :status, error = coalesce(CAST(:error AS TEXT), error)
         WHERE session_id = :sid AND id = (
             SELECT id FROM tool_calls
             WHERE session_id = :sid AND run_id = :run_id AND tool_name = :tool_name

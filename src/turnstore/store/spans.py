@@ -22,7 +22,9 @@ class SpansMixin(StoreBase):
         """Store finished spans of ``session_id`` in one transaction (``turnstore.tracing``
         calls this; spans of runs no longer stored are dropped)."""
         sid = validate.key(session_id, "session_id")
-        batch = [validate.instance(record, "a span", SpanRecord) for record in records]
+        batch = [
+            spans.cleaned(validate.instance(record, "a span", SpanRecord)) for record in records
+        ]
         if batch:
             await self.backend.run(lambda: spans.record_spans(sid, batch), write=True)
 

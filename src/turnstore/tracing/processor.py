@@ -23,7 +23,6 @@ from typing import Any
 from agents.tracing import TracingProcessor
 
 from ..core.spans import SpanRecord, ToolOutcome, encode_data
-from ..items import clean_text
 from ..model import CANCELLED, FAILED, REJECTED
 from . import binding
 from .binding import Binding
@@ -44,8 +43,7 @@ _MODEL_CALLS = ("generation", "response")
 
 
 def _text(value: Any) -> str | None:
-    """Text as a column holds it (NUL and lone surrogates replaced: see ``clean_text``)."""
-    return None if value is None else clean_text(str(value))
+    return None if value is None else str(value)
 
 
 def _time(value: Any) -> datetime | None:
@@ -57,17 +55,19 @@ def _time(value: Any) -> datetime | None:
         return None
 
 
+def _detail(error: Any) -> str | None:
+    """The detail of a span's error: the exception's message, where the SDK gives it."""
+    data = error.get("data") if isinstance(error, dict) else None
+    detail = data.get("error") if isinstance(data, dict) else None
+    return detail if isinstance(detail, str) and detail and detail not in _REDACTED else None
+
+
 def _error_text(error: Any) -> str | None:
-    """The most telling text of a span's error: its detail (the exception's message, where
-    the SDK gives it), else its message."""
+    """The most telling text of a span's error: its detail, else its message."""
     if not isinstance(error, dict):
         return None
-    data = error.get("data")
-    detail = data.get("error") if isinstance(data, dict) else None
-    if isinstance(detail, str) and detail and detail not in _REDACTED:
-        return detail
     message = error.get("message")
-    return message if isinstance(message, str) else str(message)
+    return _detail(error) or (message if isinstance(message, str) else str(message))
 
 
 def _name(kind: str, data: Any) -> str | None:
@@ -106,15 +106,15 @@ def _fields(kind: str, data: Any) -> dict[str, Any]:
     return fields
 
 
-def _outcome(fields: dict[str, Any], error: Any, text: str | None) -> tuple[str, str | None]:
-    """A failed function span's (status, error) for its tool call."""
-    data = error.get("data") if isinstance(error, dict) else None
-    detail = data.get("error") if isinstance(data, dict) else None
-    if isinstance(detail, str) and _REJECTED in detail:
+def _outcome(error: Any) -> tuple[str, str | None]:
+    """A failed function span's (status, error) for its tool call; the error only when the
+    span has the exception's text (else the call keeps the one its output gave)."""
+    detail = _detail(error)
+    if detail is not None and _REJECTED in detail:
         return REJECTED, None
     if isinstance(error, dict) and error.get("message") == _CANCELLED:
-        return CANCELLED, text
-    return FAILED, text
+        return CANCELLED, detail
+    return FAILED, detail
 
 
 class _Finished:
@@ -159,8 +159,8 @@ def _record(
         key = (run_id, name, arguments)
         nth, seen[key] = seen[key], seen[key] + 1
         if error is not None:
-            status, call_error = _outcome(fields, error, text)
-            outcome = ToolOutcome(name, arguments, nth, status, _text(call_error))
+            status, call_error = _outcome(error)
+            outcome = ToolOutcome(name, arguments, nth, status, call_error)
     return SpanRecord(
         run_id=run_id,
         trace_id=_text(span.trace_id) or "",

@@ -39,7 +39,7 @@ from ..errors import (
 )
 from ..model import PathView
 from ..store import Store
-from . import catalogue
+from . import catalogue, timeline
 from . import format as fmt
 from .hosts import HostCheck, HostPolicy
 from .params import Page, Params, whole_number
@@ -118,6 +118,10 @@ class Urls:
     def run_items(self, run_id: int) -> str:
         """A run's verbatim items."""
         return f"{self.root}/runs/{run_id}/items"
+
+    def run_timeline(self, run_id: int) -> str:
+        """A run's trace spans as a timeline."""
+        return f"{self.root}/runs/{run_id}/timeline"
 
     def call(self, call_id: int) -> str:
         """A tool call's page."""
@@ -276,6 +280,15 @@ def build_app(
         items = await store.run_items(run.id)
         return render(request, "run_items.html", nav="sessions", run=run, items=items)
 
+    async def timeline_page(request: Request, params: Params) -> Response:
+        store = _store(request)
+        run = await store.run(params.path_id("run_id"))
+        spans = await store.spans(session_id=run.session_id, run_id=run.id)
+        rows = timeline.waterfall(spans)
+        return render(
+            request, "timeline.html", nav="sessions", run=run, rows=rows, width=timeline.WIDTH
+        )
+
     async def call_page(request: Request, params: Params) -> Response:
         store = _store(request)
         call = await store.tool_call(params.path_id("call_id"))
@@ -333,6 +346,7 @@ def build_app(
         ),
         Page("/runs/{run_id}", run_link, name="run"),
         Page("/runs/{run_id}/items", run_items_page, name="run_items"),
+        Page("/runs/{run_id}/timeline", timeline_page, name="run_timeline"),
         Page("/calls/{call_id}", call_page, name="call"),
         Page("/tools", tools_page, query=("session", "tool"), name="tools"),
         Page("/usage", usage_page, query=("user",), name="usage"),

@@ -1,0 +1,64 @@
+"""Issue 17: the viewer's timeline of a turn in headless Chromium: the turn of a raising tool
+and a handoff, recorded by ``turnstore.tracing`` with the real Runner, shows its spans as a
+waterfall with the failed span's error text, the handoff and the guardrail's trip."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from builders import run_in_new_loop
+from test_tracing import STORED_ERROR, converse, tracing_on
+from test_web_browser import Watch, _screenshot, browser, live_viewer, page
+from turnstore import Store, StructuredSession, tracing
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+__all__ = ["browser", "page"]  # the fixtures, shared
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[int]]]:
+    """(base URL, run ids) of a live viewer over the acceptance conversation, traced."""
+    db = str(tmp_path_factory.mktemp("traced") / "traced.db")
+
+    async def build() -> list[int]:
+        async with Store.open(db) as store:
+            await converse("run", StructuredSession("traced", store))
+            await tracing.aflush()
+            return [run.id for run in await store.runs("traced")]
+
+    with tracing_on():
+        runs = run_in_new_loop(build)
+    with live_viewer(db) as base:
+        yield base, runs
+
+
+def test_the_timeline_shows_the_failed_span(page: Any, traced: tuple[str, list[int]]) -> None:
+    base, (first, tripped, _) = traced
+    watch = Watch(page)
+    page.goto(base + "/sessions/traced")
+    page.locator(f"#run-{first}").get_by_role("link", name="timeline").click()
+    page.wait_for_url(re.compile(rf"/runs/{first}/timeline$"))
+    failed = page.locator("tr.span.failed")
+    assert failed.count() == 1
+    assert failed.locator(".name").inner_text() == "lookup"
+    assert failed.locator(".span-error").inner_text() == STORED_ERROR
+    assert failed.locator(".span-error").is_visible()
+    handoff = page.locator("tr.kind-handoff")
+    assert handoff.locator(".name").inner_text() == "Assistant -> Billing"
+    assert page.locator("tr.kind-agent .name").all_inner_texts() == ["Assistant", "Billing"]
+    # The function span sits under its agent: deeper in the waterfall.
+    assert page.locator("tr.span").first.get_attribute("data-kind") in ("task", "agent")
+    bars = page.locator("tr.span svg.bar rect")
+    assert bars.count() == page.locator("tr.span").count()
+    _screenshot(page, "web-timeline.png")
+
+    page.goto(base + f"/runs/{tripped}/timeline")
+    trip = page.locator("tr.kind-guardrail.tripped")
+    assert trip.locator(".name").inner_text() == "no_forbidden"
+    assert trip.get_by_text("tripped").is_visible()
+    assert watch.errors == [], watch.errors  # CSP violations would show here
+    assert watch.dialogs == []
