@@ -15,7 +15,7 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-EXTRAS='.[agents,postgres,cli,web]'
+EXTRAS='.[agents,postgres,cli,web,otel]'
 VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # pip 25.1 or newer installs dependency groups (--group).

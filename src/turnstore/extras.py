@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "cli": ("typer", "rich"),
     "web": ("starlette", "jinja2", "uvicorn"),
+    "otel": ("opentelemetry",),
 }
 
 

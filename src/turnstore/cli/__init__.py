@@ -10,8 +10,8 @@ The modules: ``app`` (the Typer app, ``main``), ``options`` (the options the com
 ``database`` (opening the database a command names, errors as one line), ``output`` (safe
 text, JSON, tables), and one module per group of commands: ``reading`` (show, runs,
 sessions), ``analytics`` (tools, search, usage), ``data`` (export, import, migrate, adopt),
-``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo, serve). The commands
-are registered on ``app`` here, in the order ``--help`` lists them.
+``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo, serve), ``traces``
+(otel). The commands are registered on ``app`` here, in the order ``--help`` lists them.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .query import query
 from .reading import runs, sessions, show
 from .retention import prune
 from .server import demo, serve
+from .traces import otel_command
 
 __all__ = ["_shown", "app", "main", "safe_text"]
 
@@ -40,6 +41,7 @@ _COMMANDS: tuple[tuple[Callable[..., None], str | None], ...] = (
     (usage, None),
     (query, None),
     (export, None),
+    (otel_command, "otel"),
     (import_, "import"),
     (migrate, None),
     (adopt, None),

@@ -78,7 +78,7 @@ def export(
 
     async def go() -> dict[str, Any]:
         if output is not None:
-            _refuse_database_output(resolve_target(ctx, db), output)
+            refuse_database_output(resolve_target(ctx, db), output)
         async with open_store(resolve_target(ctx, db)) as store:
             wanted = list(sessions_ or [])
             if not wanted:
@@ -121,7 +121,7 @@ def export(
         say(f"Exported {n} session{'s' * (n != 1)} as {fmt.value} to {escape(str(output))}.")
 
 
-def _refuse_database_output(target: str, output: Path) -> None:
+def refuse_database_output(target: str, output: Path) -> None:
     """Refuse an --output that is the database or a file SQLite keeps beside it: opening it
     for writing would truncate the database. Compared as files (by inode, through links and
     ``..``), and by resolved path for one that does not exist yet."""
