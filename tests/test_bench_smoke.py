@@ -186,3 +186,22 @@ def test_the_query_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     )
     figures = json.loads(out.read_text())
     assert figures  # every figure was measured and written, whatever its verdict
+
+
+@pytest.mark.e2e
+def test_the_tracing_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import asyncio
+
+    from agents.tracing import set_tracing_disabled
+
+    import bench_tracing
+
+    try:
+        per_turn = asyncio.run(bench_tracing.bench(1, 2, tmp_path, lambda message: None))
+    finally:
+        set_tracing_disabled(True)  # as the suite runs (conftest)
+    for clock in ("wall", "cpu"):
+        counts = {mode: len(figures) for mode, figures in per_turn[clock].items()}
+        assert counts == dict.fromkeys(bench_tracing.MODES, 1)
+    table, _ = bench_tracing.report(per_turn)
+    assert "cpu   on / off      ratio:" in table
