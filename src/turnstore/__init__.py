@@ -32,6 +32,7 @@ from .importers import adopt_sdk_sessions
 from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
     Branch,
+    BranchOrigin,
     Fork,
     HistoryTail,
     ModelResponse,
@@ -54,6 +55,7 @@ __all__ = [
     "ANY_HEAD",
     "Backend",
     "Branch",
+    "BranchOrigin",
     "ClosedError",
     "ConfigurationError",
     "ConflictError",

@@ -20,6 +20,7 @@ __all__ = [
     "TIMED_OUT",
     "TOOL_CALL_STATUSES",
     "Branch",
+    "BranchOrigin",
     "HistoryTail",
     "ModelResponse",
     "NewRun",
@@ -36,6 +37,11 @@ __all__ = [
     "call_failed",
     "failed_sql",
 ]
+
+# How a branch was made: ``"edit"`` (a sibling with another user message: Store.fork with a new
+# input, or a message sent after a rewind), ``"regenerate"`` (a sibling with the same user
+# message), ``"compaction"`` (a compaction of a run that already had children).
+BranchOrigin = Literal["edit", "regenerate", "compaction"]
 
 # A run's ``status``: how the writes so far have left it (written with each write).
 RunStatus = Literal["in_progress", "completed", "interrupted", "failed", "compacted"]
@@ -168,13 +174,24 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Branch:
-    """A path from the root to a leaf run."""
+    """A path from the root to a leaf run.
+
+    ``fork_run_id`` is the branch's stable handle: its first run that is on no older branch
+    (the first branch's: its root), which stays as the branch grows while ``leaf_run_id``
+    moves. ``forks_from`` is the run it forks from (the fork run's parent; None for a branch
+    that starts at a root), ``origin`` how it was made (None for the first branch), ``name``
+    the name given with ``Store.name_branch``.
+    """
 
     leaf_run_id: int
     depth: int
     last_user_message: str | None
     active: bool
     created_at: datetime
+    fork_run_id: int
+    forks_from: int | None
+    origin: BranchOrigin | None
+    name: str | None
 
 
 @dataclass(frozen=True, slots=True)

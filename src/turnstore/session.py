@@ -441,7 +441,11 @@ class StructuredSession:
         return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
 
     async def regenerate(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
-        """Start a sibling of ``run_id`` with the same user message; it becomes the head."""
+        """Start a sibling of ``run_id`` with the same user message; it becomes the head.
+
+        It holds the question, not an answer: ``Runner.run(agent, [], session=session)``
+        then answers it anew.
+        """
         store = await self._ready()
         return await store.fork(self.session_id, run_id, None, expected_head=expected_head)
 
@@ -456,9 +460,29 @@ class StructuredSession:
         await store.move_head(self.session_id, run_id, to_parent=False, expected_head=expected_head)
 
     async def branches(self) -> list[Branch]:
-        """Every leaf of the tree, with its last user message; ``active`` if the head is on it."""
+        """Every branch (a leaf of the tree), oldest first: its last user message, where it
+        forks and how, its handle and name; ``active`` if the head is on it."""
         store = await self._ready()
         return await store.branches(self.session_id)
+
+    async def name_branch(self, name: str | None, run_id: int | None = None) -> Branch:
+        """Name the branch ``run_id`` is on (default: the head's) as AdvancedSQLiteSession's
+        ``create_branch_from_turn`` names one; ``None`` unnames it. See ``Store.name_branch``."""
+        store = await self._ready()
+        if run_id is None:
+            info = await store.session(self.session_id)
+            if info is None or info.head_run_id is None:
+                raise InvalidOperationError(
+                    f"session {self.session_id!r} has no head run: name a branch by one of its runs"
+                )
+            run_id = info.head_run_id
+        return await store.name_branch(self.session_id, run_id, name)
+
+    async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
+        """Move the head to the newest run of the branch called ``name`` (as
+        AdvancedSQLiteSession's ``switch_to_branch``); the next message continues it."""
+        store = await self._ready()
+        return await store.switch_to_branch(self.session_id, name, expected_head=expected_head)
 
     async def siblings(self, run_id: int) -> list[Run]:
         """``run_id`` and its alternatives, in creation order."""

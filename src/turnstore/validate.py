@@ -23,6 +23,7 @@ import dataclasses
 import inspect
 import json
 import math
+import unicodedata
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -31,10 +32,12 @@ from .errors import ConfigurationError, InvalidOperationError, NotFoundError
 from .model import Usage
 
 __all__ = [
+    "MAX_BRANCH_NAME",
     "MAX_DEPTH",
     "MAX_INT",
     "MAX_KEY_BYTES",
     "MAX_REQUESTS",
+    "branch_name",
     "check_json",
     "choice",
     "clamped_usage",
@@ -69,6 +72,9 @@ They are keys of PostgreSQL's B-tree indexes, whose entries must fit in a third 
 (~2.7 kB): two keys of this size fit in one entry with room to spare. The limit holds on every
 backend, so that a database can move from SQLite to PostgreSQL.
 """
+
+MAX_BRANCH_NAME = 200
+"""The longest branch name, in characters: a label to read and type, and a key of an index."""
 
 MAX_DEPTH = 200
 """How deep an item or metadata value may nest lists and objects.
@@ -121,6 +127,27 @@ def key(value: Any, name: str) -> str:
     if len(checked) > MAX_KEY_BYTES // 4 and len(checked.encode()) > MAX_KEY_BYTES:
         raise InvalidOperationError(
             f"{name} must be at most {MAX_KEY_BYTES} bytes in UTF-8, got {len(checked.encode())}"
+        )
+    return checked
+
+
+def branch_name(value: Any) -> str:
+    """``value`` if it names a branch: text (see ``text``) of 1 to ``MAX_BRANCH_NAME``
+    characters without control characters or surrounding whitespace; stored exactly."""
+    checked = text(value, "branch name")
+    if not checked or checked != checked.strip():
+        raise InvalidOperationError(
+            f"a branch name must be non-empty, without leading or trailing whitespace, got "
+            f"{checked!r}"
+        )
+    if len(checked) > MAX_BRANCH_NAME:
+        raise InvalidOperationError(
+            f"a branch name must be at most {MAX_BRANCH_NAME} characters, got {len(checked)}"
+        )
+    if any(unicodedata.category(char) == "Cc" for char in checked):
+        raise InvalidOperationError(
+            f"a branch name must not hold control characters (a newline, a tab, an escape), "
+            f"got {checked!r}"
         )
     return checked
 

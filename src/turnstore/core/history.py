@@ -15,6 +15,7 @@ from ..items import classify
 from ..model import Run
 from . import statements as S
 from .append import apply_append, parent_head
+from .branches import branch_tree, hand_over_name
 from .codec import decode_items, prepare_items
 from .lock import Head, lock_session, set_head
 from .ops import Op
@@ -28,6 +29,7 @@ __all__ = [
     "fork",
     "move_head",
     "pop_item",
+    "switch_to_branch",
 ]
 
 
@@ -162,6 +164,17 @@ def move_head(
     return target
 
 
+def switch_to_branch(
+    session_id: str, name: str, now: Any, expected_head: ExpectedHead = ANY_HEAD
+) -> Op[int]:
+    """Move the head to the leaf of the branch called ``name``; returns that leaf."""
+    yield from _lock_expected(session_id, now, expected_head)
+    tree = yield from branch_tree(session_id)
+    leaf = tree.leaf_of(tree.fork_named(session_id, name))
+    yield from set_head(session_id, leaf, now)
+    return leaf
+
+
 def delete_branch(
     session_id: str, run_id: int, now: Any, expected_head: ExpectedHead = ANY_HEAD
 ) -> Op[int | None]:
@@ -187,6 +200,7 @@ def delete_branch(
         on_path: int | None = yield S.IS_ANCESTOR({"sid": session_id, "id": top})
         if on_path is not None:
             head_id = parent_id
+    yield from hand_over_name(session_id, top, parent_id)
     yield S.DELETE_RUN({"sid": session_id, "id": top})
     yield from set_head(session_id, head_id, now)
     return head_id

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
-from ..model import Branch, Fork, PathView, Run, SessionInfo, ToolCall
+from ..model import Fork, PathView, Run, SessionInfo, ToolCall
 from . import statements as S
 from .codec import decode_data, decode_items
 from .collector import pause_for
@@ -21,14 +21,12 @@ from .rows import (
     RunRow,
     SessionRow,
     ToolCallRow,
-    as_datetime,
     run_from_row,
     session_from_row,
     tool_call_from_row,
 )
 
 __all__ = [
-    "branches",
     "find_run",
     "get_items",
     "get_run",
@@ -80,22 +78,6 @@ def siblings(session_id: str, run_id: int) -> Op[list[Run]]:
     run = yield from find_run(session_id, run_id)
     rows: list[RunRow] = yield S.CHILDREN({"sid": session_id, "parent_id": run.parent_id})
     return [run_from_row(row) for row in rows]
-
-
-def branches(session_id: str) -> Op[list[Branch]]:
-    """Every leaf of the session's tree, oldest first; ``active`` where the head lies on it."""
-    rows: list[S.LeafRow] = yield S.LEAVES({"sid": session_id})
-    active_ids = set((yield S.HEAD_LEAVES({"sid": session_id})))
-    return [
-        Branch(
-            leaf_run_id=row.id,
-            depth=row.depth,
-            last_user_message=row.user_message,
-            active=row.id in active_ids,
-            created_at=as_datetime(row.created_at),
-        )
-        for row in rows
-    ]
 
 
 def session_info(session_id: str) -> Op[SessionInfo | None]:

@@ -75,6 +75,20 @@ class LeafRow(NamedTuple):
     created_at: Any
 
 
+class RunLinkRow(NamedTuple):
+    """A run's place in the tree, and what tells an edit from a regenerate."""
+
+    id: int
+    parent_id: int | None
+    user_message: str | None
+    kind: str | None
+
+
+class BranchNameRow(NamedTuple):
+    run_id: int
+    name: str
+
+
 class AncestorRow(NamedTuple):
     id: int
     parent_id: int | None
@@ -413,6 +427,28 @@ SESSION_RUNS = All(
     row=RunRow,
 )
 SESSION_ITEMS = All("session_items", row=RunItemRow)
+# Branches (core.branches): the tree's links, and the names kept by each branch's fork run.
+RUN_LINKS = All(
+    "run_links",
+    "SELECT id, parent_id, user_message, kind FROM runs WHERE session_id = :sid ORDER BY id",
+    row=RunLinkRow,
+)
+BRANCH_NAMES = All(
+    "branch_names",
+    "SELECT run_id, name FROM branch_names WHERE session_id = :sid",
+    row=BranchNameRow,
+)
+NAME_BRANCH = Execute(
+    "name_branch",
+    "INSERT INTO branch_names (session_id, run_id, name) VALUES (:sid, :id, :name)",
+)
+UNNAME_BRANCH = Execute(
+    "unname_branch", "DELETE FROM branch_names WHERE session_id = :sid AND run_id = :id"
+)
+MOVE_BRANCH_NAME = Execute(
+    "move_branch_name",
+    "UPDATE branch_names SET run_id = :to WHERE session_id = :sid AND run_id = :id",
+)
 # The web viewer: the branch below a run, a window of a branch with each run's place among
 # its siblings, and the tool calls of a window's runs.
 DESCEND = One("descend", row=RunDepthRow)

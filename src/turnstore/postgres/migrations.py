@@ -301,4 +301,15 @@ MIGRATIONS: list[list[str]] = [
         JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id
         JOIN sessions s ON s.session_id = t.session_id""",
     ],
+    # 10: a branch's name (as sqlite/migrations.py's step 11).
+    [
+        """CREATE TABLE branch_names (
+            session_id TEXT NOT NULL,
+            run_id BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            PRIMARY KEY (session_id, run_id),
+            UNIQUE (session_id, name),
+            FOREIGN KEY (session_id, run_id) REFERENCES runs (session_id, id) ON DELETE CASCADE
+        )""",
+    ],
 ]

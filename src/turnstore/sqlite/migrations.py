@@ -380,4 +380,14 @@ MIGRATIONS: list[list[str]] = [
         JOIN runs r ON r.id = t.run_id
         JOIN sessions s ON s.session_id = t.session_id""",
     ],
+    # 11: a branch's name (core/branches.py). A branch is known by its fork run, its first
+    # run, which stays as the branch grows; the name is kept beside it and goes with it.
+    [
+        """CREATE TABLE branch_names (
+            run_id INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+            session_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            UNIQUE (session_id, name)
+        )""",
+    ],
 ]

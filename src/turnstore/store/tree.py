@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import validate
-from ..core import append, history, reads
+from ..core import append, branches, history, reads
 from ..core.codec import prepare_items
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..errors import InvalidOperationError
@@ -19,8 +19,9 @@ __all__ = ["TreeMixin", "graft"]
 
 
 class TreeMixin(StoreBase):
-    """Fork (edit, regenerate), move the head, list branches and siblings, add runs in bulk,
-    delete a branch; read the tree, a window of a branch, a run or a tool call by id."""
+    """Fork (edit, regenerate), move the head, list, name and switch branches, list siblings,
+    add runs in bulk, delete a branch; read the tree, a window of a branch, a run or a tool
+    call by id."""
 
     async def runs(self, session_id: str) -> list[Run]:
         """The active path's runs, root first: its transcript, compacted runs included."""
@@ -36,7 +37,9 @@ class TreeMixin(StoreBase):
         expected_head: ExpectedHead = ANY_HEAD,
         operation_id: str | None = None,
     ) -> Run:
-        """A new sibling of ``run_id`` with its user message (or ``new_input``); it is the head."""
+        """A new sibling of ``run_id`` with its user message (a regenerate) or ``new_input`` (an
+        edit); it is the head. It holds no answer: the next Runner call on the session
+        answers it."""
         sid = validate.key(session_id, "session_id")
         run_id = run_id_arg(run_id)
         expected_head = expected_head_arg(expected_head)
@@ -79,9 +82,60 @@ class TreeMixin(StoreBase):
         )
 
     async def branches(self, session_id: str) -> list[Branch]:
-        """Every leaf of the session's tree, oldest first."""
+        """Every branch (a leaf of the session's tree), oldest first: where each forks, how it
+        was made, its stable handle (``fork_run_id``) and its name."""
         sid = validate.key(session_id, "session_id")
-        return await self.backend.run(lambda: reads.branches(sid), write=False)
+        return await self.backend.run(lambda: branches.branches(sid), write=False)
+
+    async def name_branch(
+        self,
+        session_id: str,
+        run_id: int,
+        name: str | None,
+        *,
+        operation_id: str | None = None,
+    ) -> Branch:
+        """Name the branch ``run_id`` is on (its leaf, its fork run or a run between them).
+
+        A name is unique in its session (another branch's name is refused); naming a named
+        branch renames it, ``None`` unnames it. The name stays with the branch as it grows and
+        goes when ``delete_branch`` removes it. Returns the branch. See ``validate.branch_name``
+        for what a name may hold.
+        """
+        sid = validate.key(session_id, "session_id")
+        run_id = run_id_arg(run_id)
+        if name is not None:
+            name = validate.branch_name(name)
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: branches.name_branch(sid, run_id, name, now),
+            operation_id,
+            lambda named: named.fork_run_id,  # a repeat returns the branch as it is then
+            lambda fork: branches.branch(sid, fork),
+        )
+
+    async def switch_to_branch(
+        self,
+        session_id: str,
+        name: str,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+        operation_id: str | None = None,
+    ) -> int:
+        """Move the head to the newest run of the branch called ``name``; returns that run.
+
+        Raises ``NotFoundError`` when the session has no branch of that name.
+        """
+        sid = validate.key(session_id, "session_id")
+        name = validate.branch_name(name)
+        expected_head = expected_head_arg(expected_head)
+        now = self.backend.now()
+        return await self._write(
+            sid,
+            lambda: history.switch_to_branch(sid, name, now, expected_head),
+            operation_id,
+        )
 
     async def siblings(self, session_id: str, run_id: int) -> list[Run]:
         """``run_id`` and its alternatives (same parent), in creation order."""
