@@ -23,8 +23,10 @@ from agents.usage import Usage as SDKUsage
 from builders import assistant, call, output, user
 from conftest import sql
 from turnstore import (
+    FIRST_PAGE,
     InvalidItemError,
     InvalidOperationError,
+    PageCursor,
     SessionNotFoundError,
     Store,
     StructuredSession,
@@ -306,14 +308,14 @@ async def all_pages(
     store: Store, between: Callable[[int], Any] | None = None, **kw: Any
 ) -> list[str]:
     seen: list[str] = []
-    after = None
+    after: PageCursor = FIRST_PAGE
     page_number = 0
     while True:
         page = await store.sessions(limit=7, after=after, **kw)
         seen += [s.session_id for s in page]
-        after = page.next_cursor
-        if after is None:
+        if page.next_cursor is None:
             return seen
+        after = page.next_cursor
         assert len(page) == 7
         page_number += 1
         if between is not None:
@@ -356,6 +358,38 @@ async def test_pages_with_a_user_filter(store: Store) -> None:
         await store.update_session(f"s{i:02d}", user_id="even" if i % 2 == 0 else "odd")
     expected = [f"s{i:02d}" for i in range(14, -1, -2)]
     assert await all_pages(store, user_id="even") == expected
+
+
+async def test_the_documented_loop_ends_at_the_last_page(store: Store) -> None:
+    """The loop of SessionPage's docstring, and a naive one that passes next_cursor on
+    without looking: the first ends, the second raises at the end instead of starting over."""
+    ids = [f"s{i:02d}" for i in range(5)]
+    for sid in ids:
+        await store.add_items(sid, [user("hi")])
+    seen: list[str] = []
+    page = await store.sessions(limit=2)
+    for _ in range(10):  # bounded: a loop that started over would fail the count below
+        seen += [info.session_id for info in page]
+        if page.next_cursor is None:
+            break
+        page = await store.sessions(limit=2, after=page.next_cursor)
+    assert seen == list(reversed(ids))
+    assert [info.session_id async for info in store.iter_sessions(page_size=2)] == seen
+    assert [info.session_id async for info in store.iter_sessions(user_id="nobody")] == []
+
+    naive: list[str] = []
+
+    async def naive_loop() -> None:
+        cursor: Any = FIRST_PAGE
+        for _ in range(10):
+            page = await store.sessions(limit=2, after=cursor)
+            naive.extend(info.session_id for info in page)
+            cursor = page.next_cursor
+
+    with pytest.raises(InvalidOperationError, match="after=None names no page"):
+        await naive_loop()
+    assert naive == seen
+    assert len(await store.sessions(limit=2, after=FIRST_PAGE)) == 2
 
 
 @pytest.mark.parametrize("cursor", ["", "nonsense", "bm90IGpzb24", "WzEsMiwzXQ", "W10"])

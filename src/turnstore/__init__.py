@@ -31,12 +31,14 @@ from .export import ExportFormat
 from .importers import adopt_sdk_sessions
 from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
+    FIRST_PAGE,
     Branch,
     BranchOrigin,
     Fork,
     HistoryTail,
     ModelResponse,
     NewRun,
+    PageCursor,
     PathView,
     Run,
     SearchResult,
@@ -53,6 +55,7 @@ from .store import Store, migrate
 
 __all__ = [
     "ANY_HEAD",
+    "FIRST_PAGE",
     "Backend",
     "Branch",
     "BranchOrigin",
@@ -72,6 +75,7 @@ __all__ = [
     "NewRun",
     "NotFoundError",
     "OutcomeUnknownError",
+    "PageCursor",
     "PathView",
     "ReadOnlyError",
     "ResponseRecord",

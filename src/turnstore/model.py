@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, Literal
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "COMPLETED",
     "FAILED",
     "FAILED_STATUSES",
+    "FIRST_PAGE",
     "INTERRUPTED",
     "IN_PROGRESS",
     "PENDING",
@@ -24,6 +26,7 @@ __all__ = [
     "HistoryTail",
     "ModelResponse",
     "NewRun",
+    "PageCursor",
     "Run",
     "RunStatus",
     "SearchResult",
@@ -278,12 +281,33 @@ class PathView:
 # Query and analytics results (``Store.sessions``, ``tool_stats``, ``usage``, ``search``, …)
 
 
+class _FirstPage(Enum):
+    FIRST = 0
+
+
+FIRST_PAGE = _FirstPage.FIRST
+"""``Store.sessions``'s ``after`` default: the first page of the catalogue."""
+
+PageCursor = str | _FirstPage
+"""What ``Store.sessions`` takes as ``after``: a page's ``next_cursor``, or ``FIRST_PAGE``."""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionPage:
     """One page of ``Store.sessions``: the sessions, and the cursor of the next page.
 
-    Iterate it like a list; pass ``next_cursor`` as ``after=`` for the next page (None: this
-    is the last page).
+    Iterate it like a list; pass ``next_cursor`` as ``after=`` for the next page. On the last
+    page ``next_cursor`` is None and ``after=None`` is refused, so a loop that
+    keeps passing it on cannot start over at the first page::
+
+        page = await store.sessions()
+        while True:
+            ...  # use page
+            if page.next_cursor is None:
+                break
+            page = await store.sessions(after=page.next_cursor)
+
+    ``Store.iter_sessions`` is that loop.
     """
 
     sessions: list[SessionInfo]

@@ -146,14 +146,8 @@ def refuse_database_output(target: str, output: Path) -> None:
 
 async def _all_session_ids(store: Store) -> list[str]:
     """Every session id, oldest first."""
-    ids: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = await store.sessions(limit=1000, after=cursor)
-        ids.extend(info.session_id for info in page.sessions)
-        cursor = page.next_cursor
-        if cursor is None:
-            return ids[::-1]
+    ids = [info.session_id async for info in store.iter_sessions(page_size=1000)]
+    return ids[::-1]
 
 
 class SourceKind(str, Enum):

@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from .. import Store, jsonout
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import Run, SessionInfo, SessionPage, ToolCall
+from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, ToolCall
 from .database import open_store, run_command
 from .options import (
     DbOption,
@@ -311,7 +311,7 @@ def sessions(
                 metadata=_metadata_filter(meta or []),
                 order_by="created_at" if order is SessionOrderOption.created else "updated_at",
                 limit=limit,
-                after=after,
+                after=FIRST_PAGE if after is None else after,
             )
 
     page = run_command(go())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -11,8 +11,8 @@ from ..core import queries, reads
 from ..core.catalogue import SessionPatch, update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
-from ..errors import SessionNotFoundError
-from ..model import SessionInfo, SessionPage
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..model import FIRST_PAGE, PageCursor, SessionInfo, SessionPage
 from .base import StoreBase, limit_arg
 
 __all__ = ["CatalogueMixin", "session_patch"]
@@ -53,21 +53,28 @@ class CatalogueMixin(StoreBase):
         updated_before: datetime | None = None,
         order_by: SessionOrder = "created_at",
         limit: int = 50,
-        after: str | None = None,
+        after: PageCursor = FIRST_PAGE,
     ) -> SessionPage:
         """One page of the session catalogue, newest first.
 
         ``metadata`` keeps sessions whose metadata holds every given key with an equal
         (scalar) value. Times are exclusive bounds; naive datetimes are UTC. Pass the page's
         ``next_cursor`` as ``after`` for the next page: keyset pagination, so any page costs
-        what the first does. ``order_by="created_at"`` (the default) lists each session once
-        even while sessions are written; ``"updated_at"`` lists the most recently active
-        first, and a session written between two pages moves ahead of the cursor (it is not
-        repeated, and it is not on the later pages).
+        what the first does. The last page's ``next_cursor`` is None, and ``after=None`` is
+        refused: a loop that passes it on ends with an error, never by starting over (see
+        ``SessionPage``; ``iter_sessions`` walks every page). ``order_by="created_at"`` (the
+        default) lists each session once even while sessions are written; ``"updated_at"``
+        lists the most recently active first, and a session written between two pages moves
+        ahead of the cursor (it is not repeated, and it is not on the later pages).
         """
         order_by = validate.choice(order_by, "order_by", queries.ORDERS)
         user_id = validate.optional_text(user_id, "user_id")
-        after = validate.optional_text(after, "after")
+        if after is None:
+            raise InvalidOperationError(
+                "after=None names no page: the last page's next_cursor is None, so stop there "
+                "(SessionPage.is_last); leave after out for the first page"
+            )
+        cursor = None if after is FIRST_PAGE else validate.text(after, "after")
         size = limit_arg(limit)
         meta = validate.metadata_filter(metadata)
         times = {
@@ -85,11 +92,44 @@ class CatalogueMixin(StoreBase):
                 metadata=meta,
                 order_by=order_by,
                 limit=size,
-                after=after,
+                after=cursor,
                 **times,
             ),
             write=False,
         )
+
+    async def iter_sessions(
+        self,
+        *,
+        user_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        order_by: SessionOrder = "created_at",
+        page_size: int = 500,
+    ) -> AsyncIterator[SessionInfo]:
+        """Every session the filters keep, newest first: ``sessions`` page after page, ending
+        with the last one (``async for info in store.iter_sessions(): ...``)."""
+        after: PageCursor = FIRST_PAGE
+        while True:
+            page = await self.sessions(
+                user_id=user_id,
+                metadata=metadata,
+                created_after=created_after,
+                created_before=created_before,
+                updated_after=updated_after,
+                updated_before=updated_before,
+                order_by=order_by,
+                limit=page_size,
+                after=after,
+            )
+            for info in page:
+                yield info
+            if page.next_cursor is None:
+                return
+            after = page.next_cursor
 
     async def update_session(
         self,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from ..model import SearchResult, SessionInfo, Usage
+from ..model import FIRST_PAGE, SearchResult, SessionInfo, Usage
 from ..store import Store
 from .format import bar_chart, fill_days
 from .params import Params
@@ -48,7 +48,9 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
             if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
         ]
         return values
-    values["page"] = await store.sessions(user_id=user, limit=page_size, after=after)
+    values["page"] = await store.sessions(
+        user_id=user, limit=page_size, after=FIRST_PAGE if after is None else after
+    )
     values["first_page"] = after is None
     return values
 
