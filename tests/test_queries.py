@@ -594,16 +594,22 @@ async def test_usage_grouped(store: Store) -> None:
     s2 = Usage(1, 7, 3, 10, 0, 0)
     assert table(await store.usage()) == {"s1": (2, s1), "s2": (1, s2)}
     assert table(await store.usage("user")) == {"alice": (2, s1), "bob": (1, s2)}
+    # Tokens go to the agent (model) of each model call; each run counts once, under the
+    # agent that answered it: run 2's handoff makes triage's and billing's calls, one run.
     assert table(await store.usage("model")) == {
         None: (1, s2),
-        "model-a": (2, Usage(3, 70, 18, 88, 4, 2)),
+        "model-a": (1, Usage(3, 70, 18, 88, 4, 2)),
         "model-b": (1, Usage(1, 30, 5, 35, 0, 0)),
     }
     assert table(await store.usage("agent")) == {
         None: (1, s2),
         "billing": (1, Usage(1, 30, 5, 35, 0, 0)),
-        "triage": (2, Usage(3, 70, 18, 88, 4, 2)),
+        "triage": (1, Usage(3, 70, 18, 88, 4, 2)),
     }
+    for group in ("session", "user", "day", "model", "agent"):
+        rows = await store.usage(group)
+        assert sum(row.runs for row in rows) == 3, group  # every run once, whatever the group
+        assert sum(row.usage.total_tokens for row in rows) == 133, group
     # Each run counts on the UTC day it was created (a build across midnight makes two days).
     by_day: dict[str, tuple[int, int]] = {}
     for session_id in ("s1", "s2"):
@@ -618,7 +624,7 @@ async def test_usage_grouped(store: Store) -> None:
     assert sum(row.usage.total_tokens for row in days) == 133
     assert table(await store.usage(session_id="s2")) == {"s2": (1, s2)}
     assert table(await store.usage("model", user_id="alice")) == {
-        "model-a": (2, Usage(3, 70, 18, 88, 4, 2)),
+        "model-a": (1, Usage(3, 70, 18, 88, 4, 2)),
         "model-b": (1, Usage(1, 30, 5, 35, 0, 0)),
     }
     assert await store.usage(since=datetime.now(timezone.utc) + timedelta(seconds=5)) == []

@@ -198,6 +198,37 @@ def token_sums(alias: str = "") -> str:
     return ", ".join(f"sum({prefix}{column}) AS {column}" for column in TOKEN_COLUMNS)
 
 
+def response_usage_sql(column: str, filters: str, run_of_call: str, calls_of_run: str) -> str:
+    """``USAGE_BY_MODEL`` / ``USAGE_BY_AGENT``: usage grouped by the runs' and model calls'
+    ``column``, in a dialect whose usage filters are ``filters``.
+
+    Tokens: each model call's go to its own agent (model), where the hooks recorded calls; a
+    run without recorded calls gives its own totals. Runs: each is counted once, under the
+    run's own ``column`` (its last model call's: the agent that answered), so a run with a
+    handoff counts once, not under each agent that took part. ``run_of_call`` joins a call
+    ``m`` to its run ``r``; ``calls_of_run`` finds the calls of the run ``r``.
+    """
+    unrecorded = ", ".join(
+        f"CASE WHEN w.recorded THEN 0 ELSE w.{name} END" for name in TOKEN_COLUMNS
+    )
+    return f"""
+        SELECT k AS key, sum(counted) AS runs, {token_sums()} FROM (
+            SELECT m.{column} AS k, 0 AS counted, {tokens("m")}
+            FROM model_responses m
+            JOIN runs r ON {run_of_call} JOIN sessions s ON s.session_id = r.session_id
+            WHERE {filters}
+            UNION ALL
+            SELECT w.k, 1, {unrecorded} FROM (
+                SELECT r.{column} AS k,
+                    EXISTS (SELECT 1 FROM model_responses m WHERE {calls_of_run}) AS recorded,
+                    {tokens("r")}
+                FROM runs r JOIN sessions s ON s.session_id = r.session_id
+                WHERE {filters}
+            ) w
+        ) u
+        GROUP BY k"""
+
+
 # Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
 _TOKEN_MAX = {"requests": ":max_requests"}
 

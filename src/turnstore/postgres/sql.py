@@ -15,7 +15,7 @@ from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
 from ..core.search import SNIPPET_MARKS
-from ..core.statements import token_sums, tokens
+from ..core.statements import response_usage_sql, token_sums
 from ..model import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "TS_CONFIG"]
@@ -309,26 +309,15 @@ _USAGE_FILTERS = """
       AND (:user_id::text IS NULL OR s.user_id = :user_id)
       AND (:since::timestamptz IS NULL OR r.created_at >= :since)
       AND (:until::timestamptz IS NULL OR r.created_at < :until)"""
+# A model call's run, a run's model calls (the key of each table starts with session_id).
+_RUN_OF_CALL = "r.session_id = m.session_id AND r.id = m.run_id"
+_CALLS_OF_RUN = "m.session_id = r.session_id AND m.run_id = r.id"
 _RUN_USAGE = f"""
         SELECT {{key}} AS key, count(*) AS runs, {token_sums("r")}
         FROM runs r JOIN sessions s ON s.session_id = r.session_id
         WHERE {_USAGE_FILTERS}
         GROUP BY 1"""
-_RESPONSE_USAGE = f"""
-        SELECT k AS key, count(DISTINCT run_id) AS runs, {token_sums()} FROM (
-            SELECT m.{{column}} AS k, m.run_id, {tokens("m")}
-            FROM model_responses m
-            JOIN runs r ON r.session_id = m.session_id AND r.id = m.run_id
-            JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-            UNION ALL
-            SELECT r.{{column}}, r.id, {tokens("r")}
-            FROM runs r JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-              AND NOT EXISTS (SELECT 1 FROM model_responses m
-                              WHERE m.session_id = r.session_id AND m.run_id = r.id)
-        ) u
-        GROUP BY k"""
+
 
 # ts_headline's options are constants; search.search turns the marks into offsets.
 _HEADLINE = (
@@ -405,8 +394,18 @@ _QUERIES: dict[Statement, str] = {
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
-    S.USAGE_BY_MODEL: _RESPONSE_USAGE.format(column="model"),
-    S.USAGE_BY_AGENT: _RESPONSE_USAGE.format(column="agent_name"),
+    S.USAGE_BY_MODEL: response_usage_sql(
+        "model",
+        _USAGE_FILTERS,
+        "r.session_id = m.session_id AND r.id = m.run_id",
+        "m.session_id = r.session_id AND m.run_id = r.id",
+    ),
+    S.USAGE_BY_AGENT: response_usage_sql(
+        "agent_name",
+        _USAGE_FILTERS,
+        "r.session_id = m.session_id AND r.id = m.run_id",
+        "m.session_id = r.session_id AND m.run_id = r.id",
+    ),
     **{
         statement: _SEARCH.format(
             rank=rank,

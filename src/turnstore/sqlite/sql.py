@@ -16,7 +16,7 @@ from ..core.rows import (
     RunRow,
     columns,
 )
-from ..core.statements import token_sums, tokens
+from ..core.statements import response_usage_sql, token_sums
 from ..model import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL"]
@@ -314,20 +314,7 @@ _RUN_USAGE = f"""
         FROM runs r JOIN sessions s ON s.session_id = r.session_id
         WHERE {_USAGE_FILTERS}
         GROUP BY 1"""
-# Model calls where the hooks recorded them; the run's own totals where they did not.
-_RESPONSE_USAGE = f"""
-        SELECT k AS key, count(DISTINCT run_id) AS runs, {token_sums()} FROM (
-            SELECT m.{{column}} AS k, m.run_id, {tokens("m")}
-            FROM model_responses m
-            JOIN runs r ON r.id = m.run_id JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-            UNION ALL
-            SELECT r.{{column}}, r.id, {tokens("r")}
-            FROM runs r JOIN sessions s ON s.session_id = r.session_id
-            WHERE {_USAGE_FILTERS}
-              AND NOT EXISTS (SELECT 1 FROM model_responses m WHERE m.run_id = r.id)
-        ) u
-        GROUP BY k"""
+
 
 # rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
 # the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
@@ -392,8 +379,12 @@ _QUERIES: dict[Statement, str] = {
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="substr(r.created_at, 1, 10)"),
-    S.USAGE_BY_MODEL: _RESPONSE_USAGE.format(column="model"),
-    S.USAGE_BY_AGENT: _RESPONSE_USAGE.format(column="agent_name"),
+    S.USAGE_BY_MODEL: response_usage_sql(
+        "model", _USAGE_FILTERS, "r.id = m.run_id", "m.run_id = r.id"
+    ),
+    S.USAGE_BY_AGENT: response_usage_sql(
+        "agent_name", _USAGE_FILTERS, "r.id = m.run_id", "m.run_id = r.id"
+    ),
     **{
         statement: _SEARCH.format(fts=fts, rank=rank.format(fts=fts), order=order.format(fts=fts))
         for statement, fts, rank, order in (

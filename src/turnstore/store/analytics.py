@@ -130,7 +130,12 @@ class AnalyticsMixin(StoreBase):
         """Requests and tokens summed per session, user, model, agent or UTC day.
 
         Filters select runs (``since`` inclusive, ``until`` exclusive, on the run's start).
-        Without ``session.hooks`` runs carry no model or agent, and count under ``None``.
+        By model or agent, each model call's tokens count under its own model or agent (a run
+        without recorded calls: its totals under its own), and each run counts once in
+        ``runs``, under the model or agent of its last model call (the agent that answered):
+        a run with a handoff gives tokens to both agents but one run, so ``runs`` sums to the
+        number of runs in every grouping. Without ``session.hooks`` runs carry no model or
+        agent, and count under ``None``.
         """
         group_by = validate.choice(group_by, "group_by", queries.GROUPS)
         session_id = validate.optional_key(session_id, "session_id")
