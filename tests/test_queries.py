@@ -376,6 +376,8 @@ async def test_the_documented_loop_ends_at_the_last_page(store: Store) -> None:
     assert seen == list(reversed(ids))
     assert [info.session_id async for info in store.iter_sessions(page_size=2)] == seen
     assert [info.session_id async for info in store.iter_sessions(user_id="nobody")] == []
+    with pytest.raises(InvalidOperationError, match="page_size"):
+        [info async for info in store.iter_sessions(after="x")]
 
     naive: list[str] = []
 

@@ -99,32 +99,16 @@ class CatalogueMixin(StoreBase):
         )
 
     async def iter_sessions(
-        self,
-        *,
-        user_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        updated_after: datetime | None = None,
-        updated_before: datetime | None = None,
-        order_by: SessionOrder = "created_at",
-        page_size: int = 500,
+        self, *, page_size: int = 500, **filters: Any
     ) -> AsyncIterator[SessionInfo]:
-        """Every session the filters keep, newest first: ``sessions`` page after page, ending
-        with the last one (``async for info in store.iter_sessions(): ...``)."""
+        """Every session that ``filters`` (the keyword arguments of ``sessions`` but
+        ``limit`` and ``after``) keep, newest first: ``sessions`` page after page, ending with
+        the last one (``async for info in store.iter_sessions(user_id="alice"): ...``)."""
+        if {"limit", "after"} & filters.keys():
+            raise InvalidOperationError("iter_sessions pages by itself: pass page_size instead")
         after: PageCursor = FIRST_PAGE
         while True:
-            page = await self.sessions(
-                user_id=user_id,
-                metadata=metadata,
-                created_after=created_after,
-                created_before=created_before,
-                updated_after=updated_after,
-                updated_before=updated_before,
-                order_by=order_by,
-                limit=page_size,
-                after=after,
-            )
+            page = await self.sessions(limit=page_size, after=after, **filters)
             for info in page:
                 yield info
             if page.next_cursor is None:
