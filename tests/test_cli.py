@@ -535,7 +535,7 @@ def test_tools(demo_db: str) -> None:
         "to_fahrenheit": 1,
         "transfer_to_refunds_agent": 1,
     }
-    assert all(s["errors"] == 0 and s["error_rate"] == 0 for s in stats.values())
+    assert all(s["failed"] == 0 and s["failure_rate"] == 0 for s in stats.values())
     overall = {s["tool_name"]: s["calls"] for s in cli_json("tools", "--db", db)}
     assert overall["get_weather"] == 5  # demo 2, branched 2 + 1 on the Osaka branch
     calls = cli_json("tools", "--calls", "--tool", "get_weather", "--session", "demo", "--db", db)

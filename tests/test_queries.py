@@ -465,7 +465,7 @@ async def test_tool_stats(store: Store) -> None:
     stats = {s.tool_name: s for s in await store.tool_stats()}
     assert set(stats) == {"get_weather", "lookup_order", "transfer_to_billing"}
     failing = stats["lookup_order"]
-    assert (failing.calls, failing.errors, failing.error_rate, failing.timed_calls) == (
+    assert (failing.calls, failing.failed, failing.failure_rate, failing.timed_calls) == (
         1,
         1,
         1.0,
@@ -474,7 +474,7 @@ async def test_tool_stats(store: Store) -> None:
     assert failing.p50_ms == failing.p95_ms == failing.max_ms == failing.mean_ms
     assert failing.p50_ms is not None
     handoff = stats["transfer_to_billing"]
-    assert (handoff.calls, handoff.errors, handoff.timed_calls, handoff.p50_ms) == (1, 0, 0, None)
+    assert (handoff.calls, handoff.failed, handoff.timed_calls, handoff.p50_ms) == (1, 0, 0, None)
     assert [s.tool_name for s in await store.tool_stats(tool_name="get_weather")] == ["get_weather"]
     assert await store.tool_stats(session_id="s2") == []
 
@@ -493,7 +493,7 @@ async def test_tool_stats_percentiles_are_nearest_rank(store: Store) -> None:
             c=f"c{i}",
         )
     [stats] = await store.tool_stats()
-    assert (stats.calls, stats.errors, stats.error_rate, stats.timed_calls) == (20, 5, 0.25, 20)
+    assert (stats.calls, stats.failed, stats.failure_rate, stats.timed_calls) == (20, 5, 0.25, 20)
     assert (stats.p50_ms, stats.p95_ms, stats.max_ms, stats.mean_ms) == (10.0, 19.0, 20.0, 10.5)
 
 

@@ -133,7 +133,7 @@ def test_failed_agrees_everywhere(
     assert {c.id for c in every if c.failed} == expected
     # SQL: the failed filter, the statistics, the views
     assert {c.id for c in failed} == expected
-    assert [(s.tool_name, s.calls, s.errors) for s in stats] == [("probe", 28, 18)]
+    assert [(s.tool_name, s.calls, s.failed) for s in stats] == [("probe", 28, 18)]
     assert {id_ for id_, flag in view if flag} == expected
     assert runs == [(18,)]
     # The viewer's badge

@@ -55,7 +55,6 @@ from .store import Store, migrate
 
 __all__ = [
     "ANY_HEAD",
-    "FIRST_PAGE",
     "Backend",
     "Branch",
     "BranchOrigin",
@@ -67,6 +66,7 @@ __all__ = [
     "DatabaseKind",
     "ExpectedHead",
     "ExportFormat",
+    "FIRST_PAGE",
     "Fork",
     "HistoryTail",
     "InvalidItemError",

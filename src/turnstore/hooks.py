@@ -27,6 +27,7 @@ from agents import RunHooks
 
 from .core.telemetry import ResponseRecord, Telemetry, ToolTiming
 from .model import Usage
+from .units import elapsed_ms
 
 __all__ = ["Recorder", "SessionHooks"]
 
@@ -78,7 +79,7 @@ class Recorder:
                 usage=_usage(getattr(response, "usage", None)),
                 started_at=started[0] if started else None,
                 completed_at=self._now(),
-                latency_ms=(time.perf_counter() - started[1]) * 1000 if started else None,
+                latency_ms=elapsed_ms(started[1], time.perf_counter()) if started else None,
             )
         )
 
@@ -95,7 +96,7 @@ class Recorder:
                     call_id=call_id,
                     started_at=started[0],
                     completed_at=self._now(),
-                    duration_ms=(time.perf_counter() - started[1]) * 1000,
+                    duration_ms=elapsed_ms(started[1], time.perf_counter()),
                 )
             )
 

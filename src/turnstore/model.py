@@ -373,11 +373,13 @@ class TraceSpan:
 
 @dataclass(frozen=True, slots=True)
 class ToolStats:
-    """Per-tool statistics. Durations (ms) only count calls whose duration is known."""
+    """Per-tool statistics. ``failed`` counts the calls that failed (``ToolCall.failed``: the
+    one word turnstore uses for them). Durations (ms, see ``turnstore.units``) only count
+    calls whose duration is known."""
 
     tool_name: str | None
     calls: int
-    errors: int
+    failed: int
     timed_calls: int
     mean_ms: float | None
     p50_ms: float | None
@@ -385,9 +387,19 @@ class ToolStats:
     max_ms: float | None
 
     @property
+    def failure_rate(self) -> float:
+        """``failed / calls``."""
+        return self.failed / self.calls if self.calls else 0.0
+
+    @property
+    def errors(self) -> int:
+        """``failed``, by the name it had before turnstore called failed calls one thing."""
+        return self.failed
+
+    @property
     def error_rate(self) -> float:
-        """``errors / calls``."""
-        return self.errors / self.calls if self.calls else 0.0
+        """``failure_rate``, by the name it had before."""
+        return self.failure_rate
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from .. import jsonout
 from ..model import TOOL_CALL_STATUSES, SearchResult, UsageRow
+from ..units import duration_text
 from .database import open_store, run_command
 from .options import (
     CsvOption,
@@ -33,7 +34,6 @@ from .output import (
     fail,
     make_console,
     make_table,
-    milliseconds,
     one_line,
     print_records,
     printable,
@@ -77,7 +77,7 @@ def tools(
     csv: CsvOption = False,
     tsv: TsvOption = False,
 ) -> None:
-    """Per-tool statistics: calls, errors, error rate, p50/p95 duration; or, with --calls,
+    """Per-tool statistics: calls, failed calls, failure rate, p50/p95 duration; or, with --calls,
     the calls with their arguments, output, status and duration."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
     if status is not None and status not in TOOL_CALL_STATUSES:
@@ -109,7 +109,9 @@ def tools(
     if fmt is not Format.table:
         print_records(
             fmt,
-            rows if calls else [{**jsonout.fields(r), "error_rate": r.error_rate} for r in rows],
+            rows
+            if calls
+            else [{**jsonout.fields(r), "failure_rate": r.failure_rate} for r in rows],
         )
         return
     rows = printable(rows)
@@ -139,7 +141,7 @@ def tools(
                 Text(one_line(call.arguments, 40)),
                 Text(one_line(call.error or call.output, 40)),
                 Text(call.status or "", style=status_style(call)),
-                milliseconds(call.duration_ms),
+                duration_text(call.duration_ms),
             )
     else:
         table = make_table(
@@ -147,8 +149,8 @@ def tools(
             [
                 ("tool", "left"),
                 ("calls", "right"),
-                ("errors", "right"),
-                ("error rate", "right"),
+                ("failed", "right"),
+                ("failure rate", "right"),
                 ("timed", "right"),
                 ("p50", "right"),
                 ("p95", "right"),
@@ -159,12 +161,12 @@ def tools(
             table.add_row(
                 Text(stat.tool_name or "(unnamed)"),
                 f"{stat.calls:,}",
-                f"{stat.errors:,}",
-                f"{stat.error_rate:.1%}",
+                f"{stat.failed:,}",
+                f"{stat.failure_rate:.1%}",
                 f"{stat.timed_calls:,}",
-                milliseconds(stat.p50_ms),
-                milliseconds(stat.p95_ms),
-                milliseconds(stat.max_ms),
+                duration_text(stat.p50_ms),
+                duration_text(stat.p95_ms),
+                duration_text(stat.max_ms),
             )
     make_console().print(table)
 

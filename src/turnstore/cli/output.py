@@ -42,7 +42,6 @@ __all__ = [
     "json_safe",
     "make_console",
     "make_table",
-    "milliseconds",
     "one_line",
     "print_json",
     "print_records",
@@ -183,12 +182,6 @@ def usage_text(usage: Usage) -> str:
 
 def timestamp(value: datetime | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
-
-
-def milliseconds(value: float | None) -> str:
-    if value is None:
-        return ""
-    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
 def make_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:

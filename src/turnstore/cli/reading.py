@@ -15,6 +15,7 @@ from rich.tree import Tree
 from .. import Store, jsonout
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, ToolCall
+from ..units import duration_text
 from .database import open_store, run_command
 from .options import (
     DbOption,
@@ -28,7 +29,6 @@ from .output import (
     clip,
     make_console,
     make_table,
-    milliseconds,
     one_line,
     print_json,
     printable,
@@ -54,7 +54,7 @@ def _call_text(call: ToolCall, width: int | None) -> Text:
     text.append("  ")
     text.append(status, style=status_style(call))
     if call.duration_ms is not None:
-        text.append(f" · {milliseconds(call.duration_ms)}", style="dim")
+        text.append(f" · {duration_text(call.duration_ms)}", style="dim")
     if call.error and call.error != call.output:
         text.append(f"\n  error: {one_line(call.error, width)}", style="red")
     return text

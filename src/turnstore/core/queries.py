@@ -28,6 +28,7 @@ from ..model import (
     ToolStats,
     UsageRow,
 )
+from ..units import kept_ms
 from . import statements as S
 from .ops import All, Op
 from .reads import path_runs, session_info, session_tree, with_items
@@ -233,19 +234,20 @@ def tool_stats(
     since: Any,
     until: Any,
 ) -> Op[list[ToolStats]]:
-    """Per tool: calls, errors, and duration statistics (nearest-rank p50/p95); most used first."""
+    """Per tool: calls, failed calls, duration statistics (nearest-rank p50/p95); most used
+    first."""
     params = _call_params(session_id, run_id, tool_name, since, until)
     rows = yield _TOOL_STATS[_driver(run_id, session_id, tool_name)](params)
     return [
         ToolStats(
             tool_name=row.tool_name,
             calls=int(row.calls),
-            errors=int(row.errors),
+            failed=int(row.failed),
             timed_calls=int(row.timed_calls),
-            mean_ms=float(row.mean_ms) if row.mean_ms is not None else None,
-            p50_ms=float(row.p50_ms) if row.p50_ms is not None else None,
-            p95_ms=float(row.p95_ms) if row.p95_ms is not None else None,
-            max_ms=float(row.max_ms) if row.max_ms is not None else None,
+            mean_ms=kept_ms(row.mean_ms),
+            p50_ms=kept_ms(row.p50_ms),
+            p95_ms=kept_ms(row.p95_ms),
+            max_ms=kept_ms(row.max_ms),
         )
         for row in rows
     ]
@@ -276,7 +278,7 @@ def model_responses(
             usage=usage_from_row(row),
             started_at=as_datetime(row.started_at) if row.started_at is not None else None,
             completed_at=as_datetime(row.completed_at),
-            latency_ms=row.latency_ms,
+            latency_ms=kept_ms(row.latency_ms),
         )
         for row in rows
     ]

@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 from ..model import Run, SessionInfo, ToolCall, Usage
+from ..units import kept_ms
 
 __all__ = [
     "RUN_COLUMNS",
@@ -211,6 +212,6 @@ def tool_call_from_row(row: ToolCallRow) -> ToolCall:
         error=row.error,
         created_at=as_datetime(row.created_at),
         completed_at=as_datetime(row.completed_at) if row.completed_at is not None else None,
-        duration_ms=row.duration_ms,
+        duration_ms=kept_ms(row.duration_ms),
         started_at=as_datetime(row.started_at) if row.started_at is not None else None,
     )

@@ -108,7 +108,7 @@ class OpenCallRow(NamedTuple):
 class ToolStatsRow(NamedTuple):
     tool_name: str | None
     calls: int
-    errors: int
+    failed: int
     timed_calls: int
     mean_ms: Any
     p50_ms: Any

@@ -297,7 +297,7 @@ _TOOL_STATS = f"""
                 max(CASE WHEN n = (95 * total + 99) / 100 THEN duration_ms END) AS p95
             FROM d GROUP BY tool_name
         )
-        SELECT c.tool_name, count(*) AS calls, sum(c.failed) AS errors,
+        SELECT c.tool_name, count(*) AS calls, sum(c.failed) AS failed,
             count(c.duration_ms) AS timed_calls, avg(c.duration_ms) AS mean_ms,
             p.p50 AS p50_ms, p.p95 AS p95_ms, max(c.duration_ms) AS max_ms
         FROM c LEFT JOIN p ON p.tool_name IS NOT DISTINCT FROM c.tool_name

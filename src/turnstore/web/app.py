@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ..model import PathView
 from ..store import Store
+from ..units import duration_text
 from . import catalogue, timeline
 from . import format as fmt
 from .hosts import HostCheck, HostPolicy
@@ -204,7 +205,7 @@ def build_app(
     env.globals.update(
         pretty=fmt.pretty,
         number=fmt.number,
-        duration=fmt.duration,
+        duration=duration_text,
         run_duration_ms=fmt.run_duration_ms,
         timestamp=fmt.timestamp,
         status_class=fmt.status_class,

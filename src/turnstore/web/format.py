@@ -22,7 +22,6 @@ __all__ = [
     "Pretty",
     "bar_chart",
     "call_class",
-    "duration",
     "fill_days",
     "number",
     "pretty",
@@ -71,24 +70,6 @@ def to_json(value: Any) -> str:
 def number(value: float | None) -> str:
     """An integer with thousands separators; empty for None."""
     return "" if value is None else f"{value:,.0f}"
-
-
-def duration(ms: float | None) -> str:
-    """A duration for people: ``850 ms``, ``2.4 s``, ``3 min 05 s``; empty when unknown."""
-    if ms is None or ms < 0 or math.isnan(ms):
-        return ""
-    if ms < 1:
-        return f"{ms:.2f} ms"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def run_duration_ms(created_at: datetime, updated_at: datetime) -> float | None:

@@ -1,0 +1,48 @@
+"""Durations, one rule each for keeping them and for showing them.
+
+Kept: every duration turnstore records or returns (``ToolCall.duration_ms``,
+``ModelResponse.latency_ms``, ``ToolStats``'s ``*_ms``) is in milliseconds, rounded to the
+microsecond (``MS_DECIMALS``): a clock's nanoseconds past that are noise, not data.
+
+Shown (the CLI and the viewer alike): two significant digits below 100 ms (``0.93 ms``,
+``5.4 ms``, ``27 ms``), whole milliseconds below a second (``850 ms``), then seconds, minutes
+and hours (``2.4 s``, ``3 min 05 s``, ``1 h 02 min``).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["MS_DECIMALS", "duration_text", "elapsed_ms", "kept_ms"]
+
+MS_DECIMALS = 3
+"""Milliseconds are kept to this many decimals: the microsecond."""
+
+
+def elapsed_ms(start: float, end: float) -> float:
+    """The milliseconds between two ``time.perf_counter()`` readings, as kept."""
+    return round((end - start) * 1000, MS_DECIMALS)
+
+
+def kept_ms(value: float | None) -> float | None:
+    """A duration read back (an average, a percentile, a value stored before this rule) as
+    kept: milliseconds to the microsecond."""
+    return None if value is None else round(float(value), MS_DECIMALS)
+
+
+def duration_text(ms: float | None) -> str:
+    """A duration for people, by the rule above; empty when unknown."""
+    if ms is None or ms < 0 or math.isnan(ms):
+        return ""
+    if ms < 99.5:  # 99.5 and above round to 100, in whole milliseconds below
+        return f"{ms:.2g} ms" if ms >= 0.01 or ms == 0 else "< 0.01 ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, whole = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {whole:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
