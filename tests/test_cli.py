@@ -12,6 +12,7 @@ for the importers. Every command runs against a SQLite file and a PostgreSQL sch
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -424,6 +425,32 @@ def test_sessions(demo_db: str) -> None:
     assert "branched" in text
     assert f"--after {first['next_cursor']}" in text
     assert cli_json("sessions", "--user", "nobody", "--db", db)["sessions"] == []
+
+
+def test_sessions_show_what_each_holds(demo_db: str) -> None:
+    db = str(demo_db)
+
+    async def expected() -> dict[str, Any]:
+        async with Store.open(db) as store:
+            summaries = await store.session_summaries(["branched", "demo"])
+            return {sid: dataclasses.asdict(summary) for sid, summary in summaries.items()}
+
+    want = asyncio.run(expected())
+    assert want["branched"]["branches"] == 2
+    assert want["demo"]["runs"] == 3
+    assert want["demo"]["total_tokens"] > 0
+    listed = cli_json("sessions", "--db", db)["sessions"]
+    for entry in listed:
+        assert {key: entry[key] for key in want["demo"]} == want[entry["session_id"]]
+    lines = cli("sessions", "--db", db).stdout.splitlines()
+    header = next(line for line in lines if "┃" in line)  # rich's heavy header row
+    rows = [line for line in lines if "│" in line]
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
+        "session", "title", "user", "runs", "branches", "tokens", "failed", "created", "updated",
+    ]  # fmt: skip
+    demo_row = next(row for row in rows if row.split("│")[1].strip() == "demo")
+    cells = [cell.strip() for cell in demo_row.split("│")[1:-1]]
+    assert cells[3:6] == ["3", "1", f"{want['demo']['total_tokens']:,}"]
 
 
 def test_sessions_metadata_filter(cli_target: str) -> None:

@@ -44,6 +44,7 @@ from .model import (
     SearchResult,
     SessionInfo,
     SessionPage,
+    SessionSummary,
     ToolCall,
     ToolStats,
     TraceSpan,
@@ -55,6 +56,7 @@ from .store import Store, migrate
 
 __all__ = [
     "ANY_HEAD",
+    "FIRST_PAGE",
     "Backend",
     "Branch",
     "BranchOrigin",
@@ -66,7 +68,6 @@ __all__ = [
     "DatabaseKind",
     "ExpectedHead",
     "ExportFormat",
-    "FIRST_PAGE",
     "Fork",
     "HistoryTail",
     "InvalidItemError",
@@ -89,6 +90,7 @@ __all__ = [
     "SessionOrder",
     "SessionPage",
     "SessionPatch",
+    "SessionSummary",
     "StorageError",
     "Store",
     "StructuredSession",

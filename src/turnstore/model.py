@@ -32,6 +32,7 @@ __all__ = [
     "SearchResult",
     "SessionInfo",
     "SessionPage",
+    "SessionSummary",
     "ToolCall",
     "ToolStats",
     "TraceSpan",
@@ -275,6 +276,19 @@ class PathView:
     def has_later(self) -> bool:
         """Runs of the branch come after the window."""
         return bool(self.runs) and self.runs[-1].depth < self.leaf_depth
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """What a session holds, for a catalogue listing: its runs on every branch, its branches
+    (leaves), their total tokens, the runs that failed (``Run.status``) and the tool calls
+    that failed (``ToolCall.failed``)."""
+
+    runs: int = 0
+    branches: int = 0
+    total_tokens: int = 0
+    failed_runs: int = 0
+    failed_tool_calls: int = 0
 
 
 # ---------------------------------------------------------------------------------------------

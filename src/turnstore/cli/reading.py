@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from .. import Store, jsonout
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, ToolCall
+from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
 from ..units import duration_text
 from .database import open_store, run_command
 from .options import (
@@ -254,6 +254,16 @@ def runs(
     run_command(go())
 
 
+def failed_text(summary: SessionSummary) -> str:
+    """A session's failures in a cell: ``2 runs · 1 call``; empty when none failed."""
+    parts = [
+        f"{count:,} {noun}{'s' * (count != 1)}"
+        for count, noun in ((summary.failed_runs, "run"), (summary.failed_tool_calls, "call"))
+        if count
+    ]
+    return " · ".join(parts)
+
+
 def _metadata_filter(pairs: Sequence[str]) -> dict[str, Any] | None:
     """``KEY=VALUE`` pairs; a value that reads as JSON (42, true, null) is that value."""
     if not pairs:
@@ -304,19 +314,30 @@ def sessions(
 ) -> None:
     """List sessions, newest first, a page at a time."""
 
-    async def go() -> SessionPage:
+    async def go() -> tuple[SessionPage, dict[str, SessionSummary]]:
         async with open_store(resolve_target(ctx, db)) as store:
-            return await store.sessions(
+            page = await store.sessions(
                 user_id=user,
                 metadata=_metadata_filter(meta or []),
                 order_by="created_at" if order is SessionOrderOption.created else "updated_at",
                 limit=limit,
                 after=FIRST_PAGE if after is None else after,
             )
+            # One query for the page's numbers, not one per session.
+            ids = [info.session_id for info in page]
+            return page, await store.session_summaries(ids)
 
-    page = run_command(go())
+    page, summaries = run_command(go())
     if as_json:
-        print_json(page)
+        print_json(
+            {
+                "sessions": [
+                    {**jsonout.fields(info), **jsonout.fields(summaries[info.session_id])}
+                    for info in page
+                ],
+                "next_cursor": page.next_cursor,
+            }
+        )
         return
     page = printable(page)
     table = make_table(
@@ -325,17 +346,24 @@ def sessions(
             ("session", "left"),
             ("title", "left"),
             ("user", "left"),
-            ("head", "right"),
+            ("runs", "right"),
+            ("branches", "right"),
+            ("tokens", "right"),
+            ("failed", "right"),
             ("created", "left"),
             ("updated", "left"),
         ],
     )
     for info in page.sessions:
+        summary = summaries[info.session_id]
         table.add_row(
             Text(info.session_id),
             Text(one_line(info.title, 50)),
             Text(info.user_id or ""),
-            "" if info.head_run_id is None else str(info.head_run_id),
+            f"{summary.runs:,}",
+            f"{summary.branches:,}",
+            f"{summary.total_tokens:,}",
+            failed_text(summary),
             timestamp(info.created_at),
             timestamp(info.updated_at),
         )

@@ -24,6 +24,7 @@ from ..model import (
     Run,
     SessionInfo,
     SessionPage,
+    SessionSummary,
     ToolCall,
     ToolStats,
     UsageRow,
@@ -49,6 +50,7 @@ __all__ = [
     "export_data",
     "list_sessions",
     "model_responses",
+    "session_summaries",
     "tool_calls",
     "tool_stats",
     "usage",
@@ -95,6 +97,22 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
             f"the cursor comes from a listing ordered by {kind}, not {order}"
         )
     return stamp, session_id
+
+
+def session_summaries(session_ids: list[str]) -> Op[dict[str, SessionSummary]]:
+    """What each session holds (a session without runs: zeros), in one query."""
+    rows: list[S.SessionSummaryRow] = yield S.SESSION_SUMMARIES({"sids": json.dumps(session_ids)})
+    found = {
+        row.session_id: SessionSummary(
+            runs=int(row.runs),
+            branches=int(row.branches or 0),
+            total_tokens=int(row.total_tokens or 0),
+            failed_runs=int(row.failed_runs or 0),
+            failed_tool_calls=int(row.failed_tool_calls),
+        )
+        for row in rows
+    }
+    return {sid: found.get(sid, SessionSummary()) for sid in session_ids}
 
 
 def list_sessions(

@@ -89,6 +89,15 @@ class BranchNameRow(NamedTuple):
     name: str
 
 
+class SessionSummaryRow(NamedTuple):
+    session_id: str
+    runs: int
+    branches: Any
+    total_tokens: Any
+    failed_runs: Any
+    failed_tool_calls: int
+
+
 class AncestorRow(NamedTuple):
     id: int
     parent_id: int | None
@@ -532,6 +541,8 @@ SESSIONS_BY_CREATED_AT = All("sessions_by_created_at", row=SessionRow)
 SESSIONS_BY_CREATED_AT_USER = All("sessions_by_created_at_user", row=SessionRow)
 SESSIONS_BY_UPDATED_AT = All("sessions_by_updated_at", row=SessionRow)
 SESSIONS_BY_UPDATED_AT_USER = All("sessions_by_updated_at_user", row=SessionRow)
+# What each of a page of sessions holds: one grouped query (docs/scaling.md).
+SESSION_SUMMARIES = All("session_summaries", row=SessionSummaryRow)
 DELETE_SESSION_RETURNING = Value(
     "delete_session_returning",
     "DELETE FROM sessions WHERE session_id = :sid RETURNING session_id",

@@ -391,6 +391,20 @@ _QUERIES: dict[Statement, str] = {
         WHERE session_id = :sid AND id = (
             SELECT max(id) FROM tool_calls WHERE session_id = :sid AND {_CALL_ID_IS})""",
     S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(tokens=S.TOKENS, condition=_BY_RUN),
+    # Through runs_session_parent for the runs and each one's children, and
+    # tool_calls_session_call for the failed calls.
+    S.SESSION_SUMMARIES: f"""
+        SELECT r.session_id, count(*) AS runs,
+            count(*) FILTER (WHERE NOT EXISTS (
+                SELECT 1 FROM runs c WHERE c.session_id = r.session_id AND c.parent_id = r.id
+            )) AS branches,
+            sum(r.total_tokens) AS total_tokens,
+            count(*) FILTER (WHERE r.status = 'failed') AS failed_runs,
+            (SELECT count(*) FROM tool_calls t
+             WHERE t.session_id = r.session_id AND {_FAILED}) AS failed_tool_calls
+        FROM runs r
+        WHERE r.session_id IN (SELECT jsonb_array_elements_text(:sids::jsonb))
+        GROUP BY r.session_id""",
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),

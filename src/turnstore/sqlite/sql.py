@@ -376,6 +376,17 @@ _QUERIES: dict[Statement, str] = {
     S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(
         tokens=S.TOKENS, condition="run_id = :run_id"
     ),
+    # Through runs_session_parent for the runs, runs_parent for each one's children and
+    # tool_calls_session_call for the failed calls.
+    S.SESSION_SUMMARIES: f"""
+        SELECT r.session_id, count(*) AS runs,
+            sum(NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)) AS branches,
+            sum(r.total_tokens) AS total_tokens, sum(r.status = 'failed') AS failed_runs,
+            (SELECT count(*) FROM tool_calls t
+             WHERE t.session_id = r.session_id AND {_FAILED}) AS failed_tool_calls
+        FROM runs r
+        WHERE r.session_id IN (SELECT value FROM json_each(:sids))
+        GROUP BY r.session_id""",
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="substr(r.created_at, 1, 10)"),

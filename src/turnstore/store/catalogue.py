@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,10 +12,13 @@ from ..core.catalogue import SessionPatch, update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import FIRST_PAGE, PageCursor, SessionInfo, SessionPage
+from ..model import FIRST_PAGE, PageCursor, SessionInfo, SessionPage, SessionSummary
 from .base import StoreBase, limit_arg
 
-__all__ = ["CatalogueMixin", "session_patch"]
+__all__ = ["MAX_SUMMARIES", "CatalogueMixin", "session_patch"]
+
+MAX_SUMMARIES = 1000
+"""The most sessions ``Store.session_summaries`` reads at once: the largest page."""
 
 
 def _session_entry(session_id: str) -> Op[SessionInfo]:
@@ -97,6 +100,22 @@ class CatalogueMixin(StoreBase):
             ),
             write=False,
         )
+
+    async def session_summaries(self, session_ids: Sequence[str]) -> dict[str, SessionSummary]:
+        """What each session holds (runs, branches, tokens, failures), by id: one query for
+        a page of the catalogue (at most ``MAX_SUMMARIES`` ids), in the order given."""
+        if not isinstance(session_ids, (list, tuple)):
+            raise InvalidOperationError(
+                f"session_ids must be a list of str, got {type(session_ids).__name__}"
+            )
+        if len(session_ids) > MAX_SUMMARIES:
+            raise InvalidOperationError(
+                f"at most {MAX_SUMMARIES} sessions at a time (a page), got {len(session_ids)}"
+            )
+        sids = [validate.key(sid, "each session_id") for sid in session_ids]
+        if not sids:
+            return {}
+        return await self.backend.run(lambda: queries.session_summaries(sids), write=False)
 
     async def iter_sessions(
         self, *, page_size: int = 500, **filters: Any
