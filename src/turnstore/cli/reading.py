@@ -37,6 +37,7 @@ from .output import (
     timestamp,
     usage_text,
 )
+from .window import FromOption, LastOption, PageLimitOption, Window, on_terminal, window
 
 __all__ = ["runs", "sessions", "show"]
 
@@ -106,9 +107,10 @@ def _render_tree(
     width: int | None,
 ) -> Tree:
     """The session as a tree that only nests at forks: a single child continues the line."""
+    shown = {run.id for run in runs}
     children: dict[int | None, list[Run]] = {}
-    for run in runs:
-        children.setdefault(run.parent_id, []).append(run)
+    for run in runs:  # a window's first run hangs at the top, as a root does
+        children.setdefault(run.parent_id if run.parent_id in shown else None, []).append(run)
     root = Tree(title)
 
     # A stack, not recursion: edits of edits nest forks without limit.
@@ -153,21 +155,56 @@ async def _session_runs(
     return info, runs, calls, active
 
 
+def _tree_window(runs: list[Run], path: list[Run], chosen: Window) -> list[Run]:
+    """The runs of the tree that ``chosen`` (a window of the active ``path``) shows: every
+    branch below its first run, down to its last run's depth unless it reaches the head."""
+    if chosen.whole:
+        return runs
+    top = chosen.runs[0]
+    end = chosen.runs[-1].depth if chosen.runs[-1].id != path[-1].id else None
+    below: dict[int | None, list[Run]] = {}
+    for run in runs:
+        below.setdefault(run.parent_id, []).append(run)
+    kept, stack = [], [top]
+    while stack:
+        run = stack.pop()
+        kept.append(run)
+        if end is None or run.depth < end:
+            stack.extend(below.get(run.id, []))
+    return sorted(kept, key=lambda run: run.id)
+
+
 def show(
     ctx: typer.Context,
     session: SessionArg,
     full: Annotated[
         bool, typer.Option("--full", help="Print messages and tool data unabridged.", metavar="")
     ] = False,
+    last: LastOption = None,
+    start_at: FromOption = None,
+    limit: PageLimitOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a session as its run tree: every branch, each run's user and assistant message,
-    tool calls with status and duration, and token usage. ● marks the active path."""
+    tool calls with status and duration, and token usage. ● marks the active path. A long
+    session shows from a run of the active path on (--last, --from, --limit), with every
+    branch below it; on a terminal the newest 50 runs by default."""
 
     async def go() -> None:
         async with open_store(resolve_target(ctx, db)) as store:
             info, runs, calls, active = await _session_runs(store, session)
+            path = await store.runs(session)
+        chosen = window(
+            path,
+            last=last,
+            start_at=start_at,
+            limit=limit,
+            default_page=on_terminal() and not as_json,
+            what="the active path",
+        )
+        footer = chosen.footer("the active path")
+        every, runs = runs, _tree_window(runs, path, chosen)
         if not as_json:
             info, runs, calls = printable((info, runs, calls))
         if as_json:
@@ -185,18 +222,22 @@ def show(
                 }
             )
             return
-        leaves = {r.id for r in runs} - {r.parent_id for r in runs}
+        # The title counts the whole session; the footer says which part is shown.
+        leaves = {r.id for r in every} - {r.parent_id for r in every}
         title = Text(info.session_id, style="bold")
         if info.title:
             title.append(f"  “{one_line(info.title, 60)}”")
-        total = sum(run.usage.total_tokens for run in runs)
+        total = sum(run.usage.total_tokens for run in every)
         title.append(
-            f"  {len(runs)} run{'s' * (len(runs) != 1)} · {len(leaves)} "
+            f"  {len(every)} run{'s' * (len(every) != 1)} · {len(leaves)} "
             f"branch{'es' * (len(leaves) != 1)} · {total:,} tokens",
             style="dim",
         )
         width = None if full else 300
-        make_console().print(_render_tree(title, runs, calls, active, info.head_run_id, width))
+        console = make_console()
+        console.print(_render_tree(title, runs, calls, active, info.head_run_id, width))
+        if footer:
+            console.print(footer, style="dim", soft_wrap=True)
 
     run_command(go())
 
@@ -210,10 +251,15 @@ def runs(
             "--all", help="Every run of every branch, not only the active path.", metavar=""
         ),
     ] = False,
+    last: LastOption = None,
+    start_at: FromOption = None,
+    limit: PageLimitOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List a session's runs (the active path, oldest first): user message, answer, tokens."""
+    """List a session's runs (the active path, oldest first): user message, answer, tokens.
+    A long session a window at a time (--last, --from, --limit); on a terminal the newest 50
+    by default."""
 
     async def go() -> None:
         async with open_store(resolve_target(ctx, db)) as store:
@@ -223,6 +269,16 @@ def runs(
                 listed = [run for run, _ in await store.tree(session)]
             else:
                 listed = await store.runs(session)
+        what = "the session" if all_branches else "the active path"
+        chosen = window(
+            listed,
+            last=last,
+            start_at=start_at,
+            limit=limit,
+            default_page=on_terminal() and not as_json,
+            what=what,
+        )
+        listed = chosen.runs
         if as_json:
             print_json(listed)
             return
@@ -249,7 +305,10 @@ def runs(
                 f"{run.usage.total_tokens:,}",
                 timestamp(run.created_at),
             )
-        make_console().print(table)
+        console = make_console()
+        console.print(table)
+        if footer := chosen.footer(what):
+            console.print(footer, style="dim", soft_wrap=True)
 
     run_command(go())
 
