@@ -134,3 +134,46 @@ def test_window_options_are_checked(
 
 def result_code(message: str) -> int:
     return 1 if message else 2  # Typer refuses a value out of range itself
+
+
+def test_branches_name_unname_and_switch(long_db: tuple[str, list[int]]) -> None:
+    db, ids = long_db
+    listed = json.loads(cli("branches", "long", "--db", db, "--json").stdout)
+    assert [(b["fork_run_id"], b["forks_from"], b["origin"], b["active"]) for b in listed] == [
+        (ids[0], None, None, True),
+        (ids[-1], ids[RUNS - 3], "edit", False),
+    ]
+    cli("branches", "long", "--name", "main", "--db", db)  # the head's branch
+    cli("branches", "long", "--name", "retry", "--run", str(ids[-1]), "--db", db)
+    text = cli("branches", "long", "--db", db).stdout
+    assert "main" in text
+    assert "retry" in text
+    assert "edit" in text
+    switched = json.loads(cli("branches", "long", "--switch", "retry", "--db", db, "--json").stdout)
+    assert [b["active"] for b in switched] == [False, True]
+    taken = cli("branches", "long", "--name", "main", "--run", str(ids[-1]), "--db", db, code=1)
+    assert "already has a branch named 'main'" in taken.stderr
+    cli("branches", "long", "--unname", "--run", str(ids[-1]), "--db", db)
+    names = [b["name"] for b in json.loads(cli("branches", "long", "--db", db, "--json").stdout)]
+    assert names == ["main", None]
+    missing = cli("branches", "long", "--switch", "retry", "--db", db, code=1)
+    assert "no branch named 'retry'" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--name", "x", "--switch", "y"],
+        ["--unname"],
+        ["--run", "1"],
+        ["--name", "bad\nname"],
+        ["--name", " padded"],
+    ],
+)
+def test_branch_changes_are_checked(long_db: tuple[str, list[int]], args: list[str]) -> None:
+    db, _ = long_db
+    before = cli("branches", "long", "--db", db, "--json").stdout
+    result = runner.invoke(app, ["branches", "long", *args, "--db", db])
+    assert result.exit_code in (1, 2), result.output
+    assert result.stderr.startswith("error: ")
+    assert cli("branches", "long", "--db", db, "--json").stdout == before

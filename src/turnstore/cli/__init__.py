@@ -9,9 +9,11 @@ create, migrate or write it, and work on a file or directory they cannot write.
 The modules: ``app`` (the Typer app, ``main``), ``options`` (the options the commands share),
 ``database`` (opening the database a command names, errors as one line), ``output`` (safe
 text, JSON, tables), and one module per group of commands: ``reading`` (show, runs,
-sessions), ``analytics`` (tools, search, usage), ``data`` (export, import, migrate, adopt),
-``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo, serve), ``traces``
-(otel). The commands are registered on ``app`` here, in the order ``--help`` lists them.
+sessions), ``window`` (which runs of a long session they print), ``branching``
+(branches: list, name, switch), ``analytics`` (tools, search, usage), ``data`` (export,
+import, migrate, adopt), ``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo,
+serve), ``traces`` (otel). The commands are registered on ``app`` here, in the order
+``--help`` lists them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 
 from .analytics import search, tools, usage
 from .app import app, main
+from .branching import branches
 from .data import adopt, export, import_, migrate
 from .options import display_target as _shown
 from .output import safe_text
@@ -35,6 +38,7 @@ __all__ = ["_shown", "app", "main", "safe_text"]
 _COMMANDS: tuple[tuple[Callable[..., None], str | None], ...] = (
     (show, None),
     (runs, None),
+    (branches, None),
     (sessions, None),
     (tools, None),
     (search, None),

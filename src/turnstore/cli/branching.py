@@ -1,0 +1,113 @@
+"""``branches``: where each branch forks, how, its handle and name; naming one and switching
+to one by name, as AdvancedSQLiteSession's named branches."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from ..errors import InvalidOperationError, SessionNotFoundError
+from ..model import Branch
+from .database import open_store, run_command
+from .options import DbOption, JsonOption, SessionArg, resolve_target
+from .output import fail, make_console, make_table, one_line, print_json, printable
+
+__all__ = ["branches"]
+
+
+def branches(
+    ctx: typer.Context,
+    session: SessionArg,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            show_default=False,
+            help="Name the branch --run RUN is on (default: the head's); renames a named one.",
+        ),
+    ] = None,
+    run: Annotated[
+        int | None,
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            show_default=False,
+            help="With --name or --unname: a run of the branch (its start, its newest run, or "
+            "one between).",
+        ),
+    ] = None,
+    unname: Annotated[
+        bool, typer.Option("--unname", help="Remove the name of --run RUN's branch.", metavar="")
+    ] = False,
+    switch: Annotated[
+        str | None,
+        typer.Option(
+            "--switch",
+            metavar="NAME",
+            show_default=False,
+            help="Move the head to the newest run of the branch called NAME.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List a session's branches, oldest first: name, the run each starts at (its stable
+    handle) and forks from, edit or regenerate, its newest run and last user message; name,
+    unname or switch to one."""
+    actions = sum((name is not None, unname, switch is not None))
+    if actions > 1:
+        raise fail("--name, --unname and --switch are separate changes: give one", 2)
+    if run is not None and not (name is not None or unname):
+        raise fail("--run says which branch --name or --unname changes: give one of them", 2)
+    if unname and run is None:
+        raise fail("--unname needs --run RUN: the branch to unname", 2)
+
+    async def go() -> list[Branch]:
+        async with open_store(resolve_target(ctx, db), write=actions > 0) as store:
+            info = await store.session(session)
+            if info is None:
+                raise SessionNotFoundError(f"no session {session!r}")
+            if switch is not None:
+                await store.switch_to_branch(session, switch)
+            elif name is not None or unname:
+                target = run if run is not None else info.head_run_id
+                if target is None:
+                    raise InvalidOperationError(
+                        f"session {session!r} has no head run: name a branch with --run RUN"
+                    )
+                await store.name_branch(session, target, None if unname else name)
+            return await store.branches(session)
+
+    found = run_command(go())
+    if as_json:
+        print_json(found)
+        return
+    found = printable(found)
+    table = make_table(
+        None,
+        [
+            ("", "left"),
+            ("name", "left"),
+            ("starts at", "right"),
+            ("forks from", "right"),
+            ("made by", "left"),
+            ("newest run", "right"),
+            ("runs", "right"),
+            ("last user message", "left"),
+        ],
+    )
+    for branch in found:
+        table.add_row(
+            Text("●", style="green") if branch.active else "",
+            Text(branch.name or "", style="bold"),
+            str(branch.fork_run_id),
+            "" if branch.forks_from is None else str(branch.forks_from),
+            branch.origin or "",
+            str(branch.leaf_run_id),
+            f"{branch.depth + 1:,}",
+            Text(one_line(branch.last_user_message, 60)),
+        )
+    make_console().print(table if found else "No branches.")
