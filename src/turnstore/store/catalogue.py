@@ -74,8 +74,8 @@ class CatalogueMixin(StoreBase):
         user_id = validate.optional_text(user_id, "user_id")
         if after is None:
             raise InvalidOperationError(
-                "after=None names no page: the last page's next_cursor is None, so stop there "
-                "(SessionPage.is_last); leave after out for the first page"
+                "after=None names no page: the last page's next_cursor is None, so stop there; "
+                "leave after out for the first page"
             )
         cursor = None if after is FIRST_PAGE else validate.text(after, "after")
         size = limit_arg(limit)
