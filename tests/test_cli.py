@@ -573,7 +573,7 @@ def test_tools(demo_db: str) -> None:
     assert cli_json("tools", "--calls", "--status", "failed", "--db", db) == []
     text = cli("tools", "--db", db).stdout
     assert "get_weather" in text
-    assert "error rate" in text
+    assert "failure rate" in text
     assert "18°C" in cli("tools", "--calls", "--session", "demo", "--db", db).stdout
 
 

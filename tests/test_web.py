@@ -235,14 +235,14 @@ def test_session_pages_long_branches(viewer_store: Store) -> None:
     assert "<html" not in fragment.text
     shown = [i for i in range(LONG_TURNS) if f"Question {i}?" in text(fragment.text)]
     assert shown == [LONG_TURNS - 6, LONG_TURNS - 5, LONG_TURNS - 4]
-    assert "Show earlier turns" in text(fragment.text)
-    assert "Show later turns" not in text(fragment.text)
+    assert "Show earlier runs" in text(fragment.text)
+    assert "Show later runs" not in text(fragment.text)
     # Without JavaScript the same link is a page with a way back down.
     full = client.get(earlier[0])
-    assert "Show later turns" in text(full.text)
-    assert "Show earlier turns" in text(full.text)
+    assert "Show later runs" in text(full.text)
+    assert "Show earlier runs" in text(full.text)
     later = client.get(
-        next(link for link in links(full.text) if "start=" in link) + "&partial=1"
+        next(link for link in links(turns_html(full.text)) if "start=" in link) + "&partial=1"
     ).text
     assert f"Question {LONG_TURNS - 1}?" in text(later)
 
@@ -403,7 +403,7 @@ def test_usage_page(client: TestClient, viewer_store: Store) -> None:
     # The store's own count of runs, shown as the page's total.
     [(runs,)] = asyncio.run(sql(viewer_store, "SELECT count(*) FROM runs"))
     assert runs > 1
-    assert re.search(rf"\bTurns\s*{runs}\b", page)
+    assert re.search(rf"\bRuns\s*{runs}\b", page)
     assert "<title>" in body  # a tooltip for each day
 
 
@@ -661,11 +661,13 @@ def test_pretty() -> None:
 
 
 def test_duration_and_number() -> None:
-    from turnstore.web.format import duration, number
+    from turnstore.units import duration_text
+    from turnstore.web.format import number
 
-    assert [duration(v) for v in (None, 0.5, 12.4, 2400, 185_000, 7_500_000)] == [
+    # The viewer shows durations by the one rule (turnstore.units; tests/test_numbers.py).
+    assert [duration_text(v) for v in (None, 0.5, 12.4, 2400, 185_000, 7_500_000)] == [
         "",
-        "0.50 ms",
+        "0.5 ms",
         "12 ms",
         "2.4 s",
         "3 min 05 s",

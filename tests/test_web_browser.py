@@ -195,12 +195,12 @@ def test_earlier_turns_load_in_place(page: Any, viewer: tuple[str, Ids]) -> None
     turns = page.locator(".runs .msg.user .text")
     assert turns.count() == PAGE_SIZE
     page.evaluate("window.__same_page = true")  # gone if the browser navigated
-    page.get_by_role("link", name=re.compile("Show earlier turns")).click()
+    page.get_by_role("link", name=re.compile("Show earlier runs")).click()
     # Waits by locator: a string predicate would be eval'd, which the page's CSP forbids.
     page.locator(".runs").get_by_text("Question 0?", exact=True).wait_for()
     shown = [text.strip() for text in turns.all_inner_texts()]
     assert shown == [f"Question {i}?" for i in range(LONG_TURNS)]
-    assert page.get_by_role("link", name=re.compile("Show earlier turns")).count() == 0
+    assert page.get_by_role("link", name=re.compile("Show earlier runs")).count() == 0
     assert page.evaluate("window.__same_page") is True
 
 

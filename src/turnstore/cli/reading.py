@@ -398,7 +398,8 @@ def sessions(
             }
         )
         return
-    page = printable(page)
+    # Paired before printable escapes the ids the summaries are keyed by.
+    rows = printable([(info, summaries[info.session_id]) for info in page.sessions])
     table = make_table(
         None,
         [
@@ -413,8 +414,7 @@ def sessions(
             ("updated", "left"),
         ],
     )
-    for info in page.sessions:
-        summary = summaries[info.session_id]
+    for info, summary in rows:
         table.add_row(
             Text(info.session_id),
             Text(one_line(info.title, 50)),

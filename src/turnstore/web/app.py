@@ -104,6 +104,10 @@ class Urls:
         """A session's page; ``run=`` picks the branch through that run."""
         return _with_query(f"{self.root}/sessions/{quote(session_id, safe='')}", params)
 
+    def name_branch(self, session_id: str) -> str:
+        """Where the form that names a branch posts."""
+        return f"{self.root}/name-branch/{quote(session_id, safe='')}"
+
     def checkout(self, session_id: str) -> str:
         """Where the form that makes a branch active posts to (not in read-only mode)."""
         return f"{self.root}/checkout/{quote(session_id, safe='')}"
@@ -266,6 +270,9 @@ def build_app(
             info=info,
             view=view,
             branches=branches,
+            current_name=next(
+                (b.name for b in branches if b.leaf_run_id == view.leaf_run_id), None
+            ),
             on_active_path=_on_active_path(view, info.head_run_id),
             show_earlier=True,
             show_later=True,
@@ -304,22 +311,38 @@ def build_app(
         values = await catalogue.usage_page(_store(request), params)
         return render(request, "usage.html", nav="usage", **values)
 
-    async def checkout(request: Request, params: Params) -> Response:
-        """Make the branch through a run the session's active path (not in read-only mode)."""
-        session_id = params.path_text("session_id")
+    async def posted_form(request: Request) -> dict[str, list[str]]:
+        """A form this viewer served (its token), posted as forms are; else a 415 or 403."""
         if request.headers.get("content-type", "").split(";")[0] != (
             "application/x-www-form-urlencoded"
         ):
             raise HTTPException(415, "expected a form")
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
         token = form.get("token", [""])[0]
         if not hmac.compare_digest(token.encode(), csrf_token.encode()):
             raise HTTPException(403, "this form did not come from this viewer")
+        return form
+
+    async def checkout(request: Request, params: Params) -> Response:
+        """Make the branch through a run the session's active path (not in read-only mode)."""
+        session_id = params.path_text("session_id")
+        form = await posted_form(request)
         run_id = whole_number("run", form.get("run", [""])[0])
         store = _store(request)
         view = await store.path_view(session_id, through=run_id, limit=1)
         assert view.leaf_run_id is not None  # a view through a run has a leaf
         await store.move_head(session_id, view.leaf_run_id, to_parent=False)
+        return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
+
+    async def name_branch(request: Request, params: Params) -> Response:
+        """Name (or rename, or with an empty name unname) the branch through a run."""
+        session_id = params.path_text("session_id")
+        form = await posted_form(request)
+        run_id = whole_number("run", form.get("run", [""])[0])
+        name = form.get("name", [""])[0]
+        # A refused name (control characters, surrounding space, taken) is the store's
+        # InvalidOperationError: a 400 page that says why.
+        await _store(request).name_branch(session_id, run_id, name or None)
         return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
 
     # -- errors --------------------------------------------------------------------------
@@ -338,7 +361,7 @@ def build_app(
 
     routes: list[Route | Mount] = [
         Page("/", home),
-        Page("/sessions", sessions_page, query=("q", "user", "after"), name="sessions"),
+        Page("/sessions", sessions_page, query=("q", "user", "after", "sort"), name="sessions"),
         Page(
             "/sessions/{session_id:path}",
             session_page,
@@ -349,12 +372,13 @@ def build_app(
         Page("/runs/{run_id}/items", run_items_page, name="run_items"),
         Page("/runs/{run_id}/timeline", timeline_page, name="run_timeline"),
         Page("/calls/{call_id}", call_page, name="call"),
-        Page("/tools", tools_page, query=("session", "tool"), name="tools"),
-        Page("/usage", usage_page, query=("user",), name="usage"),
+        Page("/tools", tools_page, query=("session", "tool", "since", "until"), name="tools"),
+        Page("/usage", usage_page, query=("user", "since", "until"), name="usage"),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if not read_only:
         routes.append(Page("/checkout/{session_id:path}", checkout, methods=["POST"]))
+        routes.append(Page("/name-branch/{session_id:path}", name_branch, methods=["POST"]))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -6,11 +6,14 @@ parameters come checked by the viewer's edge (``params.Params``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
-from ..model import FIRST_PAGE, SearchResult, SessionInfo, Usage
+from starlette.exceptions import HTTPException
+
+from ..model import FIRST_PAGE, SearchResult, SessionInfo, SessionSummary, Usage
 from ..store import Store
 from .format import bar_chart, fill_days
 from .params import Params
@@ -18,6 +21,16 @@ from .params import Params
 __all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
 
 LIST_LIMIT = 20  # rows in the tools page's lists
+
+# How the sessions page sorts: newest created or updated first across the catalogue (paged),
+# or a page's sessions by one of their numbers.
+PAGE_SORTS: dict[str, Callable[[SessionSummary], int]] = {
+    "runs": lambda summary: summary.runs,
+    "branches": lambda summary: summary.branches,
+    "tokens": lambda summary: summary.total_tokens,
+    "failed": lambda summary: summary.failed_runs + summary.failed_tool_calls,
+}
+SORTS = ("created", "updated", *PAGE_SORTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,26 +61,50 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
             if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
         ]
         return values
-    values["page"] = await store.sessions(
-        user_id=user, limit=page_size, after=FIRST_PAGE if after is None else after
+    sort = params.text("sort") or "created"
+    if sort not in SORTS:
+        raise HTTPException(400, f"sort is one of {', '.join(SORTS)}")
+    page = await store.sessions(
+        user_id=user,
+        limit=page_size,
+        after=FIRST_PAGE if after is None else after,
+        order_by="updated_at" if sort == "updated" else "created_at",
     )
-    values["first_page"] = after is None
+    summaries = await store.session_summaries([info.session_id for info in page])
+    rows = [(info, summaries[info.session_id]) for info in page]
+    if sort in PAGE_SORTS:  # the page's sessions by a number, largest first
+        rows.sort(key=lambda row: PAGE_SORTS[sort](row[1]), reverse=True)
+    values.update(page=page, rows=rows, sort=sort, first_page=after is None)
     return values
 
 
+def _range(params: Params) -> tuple[datetime | None, datetime | None]:
+    """The page's date range (``since`` and ``until``, both days included), as the store's
+    ``since``/``until`` filters take it."""
+    return params.day("since"), params.day("until", end=True)
+
+
 async def tools_page(store: Store, params: Params) -> dict[str, Any]:
-    """Per-tool statistics, the slowest calls and the latest failing ones."""
+    """Per-tool statistics, the slowest calls and the latest failing ones, in a date range."""
     session_id, tool = params.key("session"), params.text("tool")
-    stats = await store.tool_stats(session_id=session_id, tool_name=tool)
+    since, until = _range(params)
+    stats = await store.tool_stats(session_id=session_id, tool_name=tool, since=since, until=until)
     failing = await store.tool_calls(
-        session_id=session_id, tool_name=tool, status="failed", limit=LIST_LIMIT
+        session_id=session_id,
+        tool_name=tool,
+        status="failed",
+        limit=LIST_LIMIT,
+        since=since,
+        until=until,
     )
     slowest = await store.slowest_tool_calls(
-        session_id=session_id, tool_name=tool, limit=LIST_LIMIT
+        session_id=session_id, tool_name=tool, limit=LIST_LIMIT, since=since, until=until
     )
     return {
         "session_id": session_id or "",
         "tool": tool or "",
+        "since": params.text("since") or "",
+        "until": params.text("until") or "",
         "stats": stats,
         "failing": list(reversed(failing)),  # newest first
         "slowest": slowest,
@@ -79,10 +116,11 @@ def _total(usages: list[Usage]) -> Usage:
 
 
 async def usage_page(store: Store, params: Params) -> dict[str, Any]:
-    """Tokens per UTC day as a chart, with totals and a breakdown by model."""
+    """Tokens per UTC day as a chart, with totals and a breakdown by model, in a date range."""
     user = params.key("user")
-    days = await store.usage("day", user_id=user)
-    by_model = await store.usage("model", user_id=user)
+    since, until = _range(params)
+    days = await store.usage("day", user_id=user, since=since, until=until)
+    by_model = await store.usage("model", user_id=user, since=since, until=until)
     points = fill_days(
         [
             (date.fromisoformat(row.key), row.usage.input_tokens, row.usage.output_tokens)
@@ -93,6 +131,8 @@ async def usage_page(store: Store, params: Params) -> dict[str, Any]:
     chart = bar_chart([(day.isoformat(), lower, upper) for day, lower, upper in points])
     return {
         "user": user or "",
+        "since": params.text("since") or "",
+        "until": params.text("until") or "",
         "days": list(reversed(days)),  # newest first in the table
         "by_model": by_model,
         "chart": chart if points else None,

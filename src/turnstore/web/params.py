@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Collection
+from datetime import datetime, timedelta, timezone
 from urllib.parse import unquote_to_bytes
 
 from starlette.exceptions import HTTPException
@@ -23,7 +24,10 @@ __all__ = ["MAX_ID", "Page", "Params", "whole_number"]
 MAX_ID = MAX_INT  # the largest id (and depth) either backend stores
 # NUL is refused by PostgreSQL TEXT, lone surrogates by every UTF-8 encoder.
 _UNSAFE = re.compile("[\x00\ud800-\udfff]")
-_DIGITS = re.compile("[0-9]{1,19}")  # int() would also take " 1", "1_0" and other scripts' digits
+_DIGITS = re.compile("[0-9]{1,19}")
+_DATE = re.compile(
+    "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+)  # int() would also take " 1", "1_0" and other scripts' digits
 
 
 def _integer(value: str) -> int | None:
@@ -96,6 +100,23 @@ class Params:
         if value is not None and _too_long(value):
             raise HTTPException(400, f"{name} must be at most {MAX_KEY_BYTES} bytes in UTF-8")
         return value
+
+    def day(self, name: str, *, end: bool = False) -> datetime | None:
+        """The query parameter ``name`` as a UTC date (``2026-11-23``, what a date field
+        sends) or ISO 8601 time, None if absent or blank; else a 400. A date ``end``s a
+        range: it means the end of that day (the next midnight), so the day is included."""
+        value = self.text(name)
+        if value is None:
+            return None
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            raise HTTPException(400, f"{name} must be a date (YYYY-MM-DD) or a time") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        if end and _DATE.fullmatch(value):
+            when += timedelta(days=1)
+        return when
 
     def integer(self, name: str) -> int | None:
         """The query parameter ``name`` as an int in 0..MAX_ID, None if absent or blank."""
