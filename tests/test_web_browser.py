@@ -212,3 +212,50 @@ def test_deep_link_opens_the_tool_call(page: Any, viewer: tuple[str, Ids]) -> No
     call = page.locator(f"#call-{ids.paris_call}")
     assert call.get_attribute("open") is not None
     assert call.locator("pre.args").inner_text() == '{\n  "city": "Paris"\n}'
+
+
+def _docs(name: str) -> list[Path]:
+    """``docs/NAME`` when the docs' screenshots are being refreshed, else nowhere."""
+    return [ROOT / "docs" / name] if os.environ.get("TURNSTORE_DOCS_SCREENSHOT") else []
+
+
+def test_jump_to_the_first_run_and_to_a_run_by_id(page: Any, viewer: tuple[str, Ids]) -> None:
+    base, _ = viewer
+    watch = Watch(page)
+    page.goto(base + "/sessions/long")
+    questions = page.locator(".runs .msg.user .text")
+    assert questions.count() == PAGE_SIZE  # the newest runs
+    assert page.locator(".runs").get_by_text("Question 0?", exact=True).count() == 0
+    page.get_by_role("link", name="First run").click()
+    page.locator(".runs").get_by_text("Question 0?", exact=True).wait_for()
+    first = [text.strip() for text in questions.all_inner_texts()]
+    assert first == [f"Question {i}?" for i in range(PAGE_SIZE)]
+    # The id of the 6th run, read from the page; then back to the newest and there by id.
+    sixth = int(page.locator(".runs article.run").nth(5).get_attribute("id").split("-")[1])
+    assert page.locator(".run-head a.turn").nth(5).inner_text() == f"Run {sixth}"
+    page.get_by_role("link", name="Newest runs").click()
+    page.locator(".runs").get_by_text(f"Question {LONG_TURNS - 1}?", exact=True).wait_for()
+    page.get_by_label("run id").fill(str(sixth))
+    page.get_by_role("button", name="Go").click()
+    page.locator(f"#run-{sixth}").wait_for()
+    assert page.locator(f"#run-{sixth} .msg.user .text").inner_text().strip() == "Question 5?"
+    assert watch.errors == [], watch.errors
+
+
+def test_the_catalogue_shows_and_sorts_what_sessions_hold(
+    page: Any, viewer: tuple[str, Ids]
+) -> None:
+    base, _ = viewer
+    watch = Watch(page)
+    page.goto(base + "/sessions")
+    headers = [text.strip() for text in page.locator("table.sessions th").all_text_contents()]
+    assert headers == ["Session", "User", "Runs", "Branches", "Tokens", "Failed", "Created",
+                       "Updated"]  # fmt: skip
+    page.get_by_role("link", name="Runs", exact=True).click()
+    page.wait_for_url(re.compile(r"sort=runs"))
+    cells = page.locator("table.sessions td.num:nth-child(3)").all_inner_texts()
+    runs = [int(text.replace(",", "")) for text in cells]
+    assert runs == sorted(runs, reverse=True)
+    assert runs[0] == LONG_TURNS
+    _screenshot(page, "web-sessions.png", *_docs("sessions-page.png"))
+    assert watch.errors == [], watch.errors
