@@ -42,6 +42,7 @@ CROSS_SESSION = {
     "model_responses_by_all": "model responses across the store (analytics)",
     "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
     "error_spans_by_all": "the failed trace spans across the store (analytics)",
+    "items_per_session": "how many items each session holds (turnstore copy's progress)",
 }
 
 # SQLite only: statements keyed by the primary key of a row that the same operation has

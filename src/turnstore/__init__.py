@@ -53,6 +53,7 @@ from .model import (
 )
 from .session import StructuredSession
 from .store import Store, migrate
+from .transfer import CopySummary, copy
 
 __all__ = [
     "ANY_HEAD",
@@ -64,6 +65,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "ConnectionFailedError",
+    "CopySummary",
     "DatabaseInfo",
     "DatabaseKind",
     "ExpectedHead",
@@ -104,6 +106,7 @@ __all__ = [
     "UsageGroup",
     "UsageRow",
     "adopt_sdk_sessions",
+    "copy",
     "migrate",
     "new_operation_id",
 ]

@@ -11,9 +11,9 @@ The modules: ``app`` (the Typer app, ``main``), ``options`` (the options the com
 text, JSON, tables), and one module per group of commands: ``reading`` (show, runs,
 sessions), ``window`` (which runs of a long session they print), ``branching``
 (branches: list, name, switch), ``analytics`` (tools, search, usage), ``data`` (export,
-import, migrate, adopt), ``query`` (read-only SQL), ``retention`` (prune), ``server`` (demo,
-serve), ``traces`` (otel). The commands are registered on ``app`` here, in the order
-``--help`` lists them.
+import, migrate, adopt), ``query`` (read-only SQL), ``retention`` (prune), ``transfer``
+(copy), ``server`` (demo, serve), ``traces`` (otel). The commands are registered on ``app``
+here, in the order ``--help`` lists them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from .reading import runs, sessions, show
 from .retention import prune
 from .server import demo, serve
 from .traces import otel_command
+from .transfer import copy
 
 __all__ = ["_shown", "app", "main", "safe_text"]
 
@@ -47,6 +48,7 @@ _COMMANDS: tuple[tuple[Callable[..., None], str | None], ...] = (
     (export, None),
     (otel_command, "otel"),
     (import_, "import"),
+    (copy, None),
     (migrate, None),
     (adopt, None),
     (prune, None),

@@ -23,6 +23,7 @@ from .rows import (
     RunRow,
     SessionRow,
     ToolCallRow,
+    columns,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -176,6 +177,53 @@ class UsageSumRow(NamedTuple):
     total_tokens: Any
     cached_tokens: Any
     reasoning_tokens: Any
+
+
+class CopyItemRow(NamedTuple):
+    """An item as a copy reads it: every column but the derived ones (the search index)."""
+
+    id: int
+    run_id: int
+    position: int
+    type: str
+    role: str | None
+    call_id: str | None
+    name: str | None
+    text: str | None
+    data: str
+    created_at: Any
+
+
+class CopyToolCallRow(NamedTuple):
+    """A tool call as a copy reads it (``ToolCallRow`` + 4): the items it names by their place
+    (run, position), which a copy finds again under their new ids."""
+
+    id: int
+    session_id: str
+    run_id: int
+    call_id: str | None
+    tool_name: str | None
+    kind: str | None
+    arguments: str | None
+    output: str | None
+    status: str | None
+    error: str | None
+    created_at: Any
+    completed_at: Any
+    duration_ms: float | None
+    started_at: Any
+    call_item_run: int | None
+    call_item_position: int | None
+    output_item_run: int | None
+    output_item_position: int | None
+
+
+assert CopyToolCallRow._fields[: len(ToolCallRow._fields)] == ToolCallRow._fields
+
+
+class SessionItemsRow(NamedTuple):
+    session_id: str
+    items: int
 
 
 class SearchRow(NamedTuple):
@@ -659,6 +707,97 @@ ERROR_SPANS_BY_ALL = All(
     "error_spans_by_all",
     _SPANS.format(condition=f"error IS NOT NULL AND {_SPAN_FILTER}", order="id DESC"),
     row=SpanRow,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Copying sessions between databases (core.transfer): each session's rows read a range of runs
+# at a time (source ids, in order), written with new ids and the links mapped.
+
+ITEMS_PER_SESSION = All(
+    "items_per_session",
+    "SELECT session_id, sum(item_count) AS items FROM runs GROUP BY session_id",
+    row=SessionItemsRow,
+)
+COPY_ITEMS = All(
+    "copy_items",
+    """
+        SELECT id, run_id, position, type, role, call_id, name, text, data, created_at
+        FROM items WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY id""",
+    row=CopyItemRow,
+)
+
+
+def copy_tool_calls_sql(greatest: str) -> str:
+    """The tool calls a range of runs completes: those whose run and items all lie at or
+    before its last run (an output can land in a later run than its call's), each once."""
+    ready = f"{greatest}(t.run_id, coalesce(c.run_id, 0), coalesce(o.run_id, 0))"
+    return f"""
+        SELECT {columns(ToolCallRow, "t")},
+            c.run_id AS call_item_run, c.position AS call_item_position,
+            o.run_id AS output_item_run, o.position AS output_item_position
+        FROM tool_calls t
+        LEFT JOIN items c ON c.session_id = t.session_id AND c.id = t.call_item_id
+        LEFT JOIN items o ON o.session_id = t.session_id AND o.id = t.output_item_id
+        WHERE t.session_id = :sid AND {ready} BETWEEN :first AND :last
+        ORDER BY t.id"""
+
+
+COPY_TOOL_CALLS = All("copy_tool_calls", row=CopyToolCallRow)
+COPY_MODEL_RESPONSES = All(
+    "copy_model_responses",
+    f"""
+        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {TOKENS},
+            started_at, completed_at, latency_ms
+        FROM model_responses
+        WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY id""",
+    row=ModelResponseRow,
+)
+# A session's catalogue row as its source holds it (metadata is JSON text; PostgreSQL casts
+# it to jsonb): created before its runs, given its head once they are all there.
+PUT_SESSION = Execute("put_session")
+
+
+def put_session_sql(metadata: str) -> str:
+    """``PUT_SESSION`` in a dialect, ``metadata`` being how it binds the JSON text."""
+    return f"""
+        INSERT INTO sessions (session_id, user_id, title, metadata, head_run_id, created_at,
+                              updated_at)
+        VALUES (:sid, :user_id, :title, {metadata}, :head, :created_at, :updated_at)
+        ON CONFLICT (session_id) DO UPDATE SET user_id = excluded.user_id,
+            title = excluded.title, metadata = excluded.metadata,
+            head_run_id = excluded.head_run_id, created_at = excluded.created_at,
+            updated_at = excluded.updated_at"""
+
+
+COPY_RUN = Insert(
+    "copy_run",
+    f"""
+        INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
+                          agent_name, model, status, {TOKENS}, item_count, created_at,
+                          updated_at, kind, prior_run_id, compacted_by)
+        VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :agent_name,
+                :model, :status, {", ".join(":" + column for column in TOKEN_COLUMNS)},
+                :item_count, :created_at, :updated_at, :kind, :prior_run_id, :compacted_by)""",
+)
+# An item's id is not needed back: PostgreSQL pipelines the inserts (INSERT_ITEM's text).
+COPY_ITEM = Execute("copy_item", INSERT_ITEM.sql)
+SET_COMPACTED_BY = Execute(
+    "set_compacted_by",
+    "UPDATE runs SET compacted_by = :by WHERE session_id = :sid AND id = :id",
+)
+COPY_TOOL_CALL = Execute(
+    "copy_tool_call",
+    """
+        INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
+                                status, error, call_item_id, output_item_id, created_at,
+                                completed_at, duration_ms, started_at)
+        VALUES (:sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status,
+                :error,
+                (SELECT id FROM items WHERE session_id = :sid AND run_id = :call_item_run
+                    AND position = :call_item_position),
+                (SELECT id FROM items WHERE session_id = :sid AND run_id = :output_item_run
+                    AND position = :output_item_position),
+                :created_at, :completed_at, :duration_ms, :started_at)""",
 )
 
 # ---------------------------------------------------------------------------------------------

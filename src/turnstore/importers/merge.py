@@ -4,14 +4,12 @@ whole source (see the package's docstring for the merge rule).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.append import GraftRun
-from ..core.codec import dumps_item, prepare_items
+from ..core.codec import PreparedItem, dumps_item, prepare_items
 from ..errors import (
     ConfigurationError,
     InvalidItemError,
@@ -20,6 +18,7 @@ from ..errors import (
 )
 from ..model import NewRun, Run
 from ..store import Store
+from ..store.chunks import overlapped, ranges
 from ..store.tree import graft
 from .base import Source, SourceRun, SourceSession
 
@@ -220,32 +219,16 @@ async def _write(
     interrupted between chunks resumes by merging again. Each chunk's items are checked and
     classified here while the store's thread writes the previous chunk.
     """
-    chunks: list[tuple[int, int]] = []
-    start = 0
-    while start < len(runs):
-        stop, size = start, 0
-        while stop < len(runs) and (stop == start or size + len(runs[stop].items) <= chunk_items):
-            size += len(runs[stop].items)
-            stop += 1
-        chunks.append((start, stop))
-        start = stop
     ids: list[int] = []
-    writing: asyncio.Future[list[int]] | None = None
-    written = 0
-    for start, stop in chunks:
-        try:
-            prepared = [prepare_items(run.items) for run in runs[start:stop]]
-        except BaseException:
-            if writing is not None:  # let the chunk in flight land before giving up
-                with contextlib.suppress(Exception):
-                    await writing
-            raise
-        if writing is not None:
-            ids.extend(await writing)
-            if on_items is not None:
-                on_items(written)
+
+    async def prepare(chunk: tuple[int, int]) -> tuple[int, int, list[list[PreparedItem]]]:
+        start, stop = chunk
+        return start, stop, [prepare_items(run.items) for run in runs[start:stop]]
+
+    async def write(prepared: tuple[int, int, list[list[PreparedItem]]]) -> None:
+        start, stop, batches = prepared
         grafts = []
-        for run, batch in zip(runs[start:stop], prepared, strict=True):
+        for run, batch in zip(runs[start:stop], batches, strict=True):
             parent, parent_id = run.parent, run.parent_id
             if parent is not None:
                 # A parent written by an earlier chunk is a stored run by now.
@@ -254,14 +237,12 @@ async def _write(
                 )
             grafts.append(GraftRun(batch, parent_id, parent, run.usage, run.created_at))
         local_head = head - start if head is not None and start <= head < stop else None
-        writing = asyncio.ensure_future(graft(store, session_id, grafts, local_head))
-        # Let the task hand the chunk to the store's thread before this one prepares the next.
-        await asyncio.sleep(0)
-        written = sum(len(batch) for batch in prepared)
-    if writing is not None:
-        ids.extend(await writing)
+        ids.extend(await graft(store, session_id, grafts, local_head))
         if on_items is not None:
-            on_items(written)
+            on_items(sum(len(batch) for batch in batches))
+
+    chunks = ranges([len(run.items) for run in runs], chunk_items)
+    await overlapped(chunks, prepare, write)
     return ids
 
 

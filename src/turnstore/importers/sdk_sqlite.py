@@ -79,7 +79,8 @@ class SQLiteSource(Source):
         messages_table = messages_table or "agent_messages"
         if messages_table.lower() not in tables:
             hint = (
-                " (it is a turnstore database: use `turnstore export` and import the JSONL)"
+                " (it is a turnstore database: copy its conversations with "
+                f"`turnstore copy {path} TARGET`, which keeps everything)"
                 if "turnstore_schema" in tables
                 else f"; it has {', '.join(sorted(tables.values())) or 'no tables'}"
             )

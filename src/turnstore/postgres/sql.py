@@ -80,6 +80,8 @@ _OWN: dict[Statement, str] = {
         LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
         WHERE s.session_id = :sid
         FOR UPDATE OF s""",
+    S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
+    S.PUT_SESSION: S.put_session_sql("CAST(:metadata AS jsonb)"),
     S.ADD_RUN_USAGE: S.add_usage_sql("LEAST", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls

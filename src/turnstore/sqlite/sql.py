@@ -81,6 +81,8 @@ _OWN: dict[Statement, str] = {
     S.CLAIM_SDK_ADOPTION: """
         INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
         ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
+    S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("max"),
+    S.PUT_SESSION: S.put_session_sql(":metadata"),
     S.ADD_RUN_USAGE: S.add_usage_sql("min", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls

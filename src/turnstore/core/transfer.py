@@ -1,0 +1,178 @@
+"""Copying a session's rows from one database to another (``turnstore.transfer`` drives it).
+
+Row for row, not item by item: what a write derives from items (runs, statuses, tool calls)
+is copied as the source holds it, together with what no item says (tokens, timings, model
+calls, agent attribution, compaction links, catalogue fields). A session is read and written a
+range of runs at a time (``Chunk``), in the source's id order, so parents come before their
+children; ids are new in the target, and every link is mapped: run parents, the head, a
+compaction run's ``prior_run_id`` and ``compacted_by``, each tool call's items (found again by
+their run and position), each model call's run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import statements as S
+from .ops import Op
+from .rows import RunRow, SessionRow
+from .search_index import index_backlog
+from .statements import CopyItemRow, CopyToolCallRow, ModelResponseRow
+
+__all__ = ["Chunk", "IdMap", "mapped", "read_chunk", "session_items", "session_rows", "write_chunk"]
+
+Time = Callable[[Any], Any]
+"""A source timestamp (a datetime, or SQLite's text) as the target binds it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A range of a session's runs (in the source's id order) and the rows that hang on them."""
+
+    runs: Sequence[RunRow]
+    items: list[CopyItemRow]
+    tool_calls: list[CopyToolCallRow]
+    responses: list[ModelResponseRow]
+
+
+@dataclass(slots=True)
+class IdMap:
+    """Source run id -> target run id, for one session; and the copied runs whose
+    ``compacted_by`` names a compaction run not copied yet (source id -> target runs)."""
+
+    runs: dict[int, int] = field(default_factory=dict)
+    waiting: dict[int, list[int]] = field(default_factory=dict)
+
+    def copy(self) -> IdMap:
+        return IdMap(dict(self.runs), {key: list(ids) for key, ids in self.waiting.items()})
+
+
+def session_rows(session_id: str) -> Op[tuple[SessionRow | None, list[RunRow]]]:
+    """A session's catalogue row and its runs, in id order (the runs without their items)."""
+    session = yield S.SESSION({"sid": session_id})
+    if session is None:
+        return None, []
+    runs = yield S.SESSION_RUNS({"sid": session_id})
+    return session, runs
+
+
+def session_items() -> Op[dict[str, int]]:
+    """How many items each session holds."""
+    rows = yield S.ITEMS_PER_SESSION()
+    return {row.session_id: int(row.items or 0) for row in rows}
+
+
+def read_chunk(session_id: str, runs: Sequence[RunRow]) -> Op[Chunk]:
+    """The rows of ``runs`` (consecutive runs of the session, in id order)."""
+    bounds = {"sid": session_id, "first": runs[0].id, "last": runs[-1].id}
+    items = yield S.COPY_ITEMS(bounds)
+    calls = yield S.COPY_TOOL_CALLS(bounds)
+    responses = yield S.COPY_MODEL_RESPONSES(bounds)
+    return Chunk(runs, items, calls, responses)
+
+
+def write_chunk(
+    session: SessionRow,
+    metadata: str,
+    chunk: Chunk | None,
+    ids: IdMap,
+    time: Time,
+    *,
+    first: bool,
+    last: bool,
+) -> Op[IdMap]:
+    """Write ``chunk`` (None: a session without runs) into the target; returns the id map
+    with its runs added (``ids`` itself is left as it was: a retried transaction starts over).
+
+    The first chunk creates the session (without a head); the last one gives it its head and
+    the source's catalogue fields, so a session that reads complete is complete.
+    """
+    sid = session.session_id
+    ids = ids.copy()
+    if first:
+        yield from _put_session(session, metadata, None, time)
+    if chunk is not None:
+        for run in chunk.runs:
+            yield from _copy_run(sid, run, ids, time)
+        # Every column a row was read with is bound (the id among them, unused); the ids it
+        # names and its times are replaced by the target's.
+        for item in chunk.items:
+            yield S.COPY_ITEM(
+                {
+                    **item._asdict(),
+                    "sid": sid,
+                    "run_id": ids.runs[item.run_id],
+                    "now": time(item.created_at),
+                }
+            )
+        for call in chunk.tool_calls:
+            yield S.COPY_TOOL_CALL(
+                {
+                    **call._asdict(),
+                    "sid": sid,
+                    "run_id": ids.runs[call.run_id],
+                    "call_item_run": mapped(ids.runs, call.call_item_run),
+                    "output_item_run": mapped(ids.runs, call.output_item_run),
+                    **_times(call, time, "created_at", "completed_at", "started_at"),
+                }
+            )
+        for response in chunk.responses:
+            yield S.INSERT_MODEL_RESPONSE(
+                {
+                    **response._asdict(),
+                    "sid": sid,
+                    "run_id": ids.runs[response.run_id],
+                    **_times(response, time, "started_at", "completed_at"),
+                }
+            )
+        yield from index_backlog()
+    if last:
+        head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
+        yield from _put_session(session, metadata, head, time)
+    return ids
+
+
+def _put_session(session: SessionRow, metadata: str, head: int | None, time: Time) -> Op[None]:
+    yield S.PUT_SESSION(
+        {
+            "sid": session.session_id,
+            "user_id": session.user_id,
+            "title": session.title,
+            "metadata": metadata,
+            "head": head,
+            "created_at": time(session.created_at),
+            "updated_at": time(session.updated_at),
+        }
+    )
+
+
+def mapped(ids: Mapping[int, int], source_id: int | None) -> int | None:
+    """The target id of the source run ``source_id`` (None: no link, or a run not copied)."""
+    # A link to a run the source no longer holds (a compaction run popped since) holds nothing.
+    return ids.get(source_id) if source_id is not None else None
+
+
+def _times(row: Any, time: Time, *names: str) -> dict[str, Any]:
+    return {name: time(getattr(row, name)) for name in names}
+
+
+def _copy_run(sid: str, run: RunRow, ids: IdMap, time: Time) -> Op[None]:
+    compacted_by = mapped(ids.runs, run.compacted_by)
+    new_id = yield S.COPY_RUN(
+        {
+            **run._asdict(),
+            "sid": sid,
+            "parent_id": mapped(ids.runs, run.parent_id),
+            "prior_run_id": mapped(ids.runs, run.prior_run_id),
+            "compacted_by": compacted_by,
+            **_times(run, time, "created_at", "updated_at"),
+        }
+    )
+    ids.runs[run.id] = new_id
+    if run.compacted_by is not None and compacted_by is None:
+        # Compacted by a later run: linked when that one is written.
+        ids.waiting.setdefault(run.compacted_by, []).append(new_id)
+    for compacted in ids.waiting.pop(run.id, []):
+        yield S.SET_COMPACTED_BY({"sid": sid, "id": compacted, "by": new_id})

@@ -1,0 +1,55 @@
+"""Bulk writes in chunks: transactions of bounded size, each chunk read (or prepared) while
+the one before it is written. The shared shape of ``turnstore import`` and ``turnstore copy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
+
+__all__ = ["overlapped", "ranges"]
+
+C = TypeVar("C")
+P = TypeVar("P")
+
+
+def ranges(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+    """Consecutive ``(start, stop)`` slices of ``sizes`` that hold at most ``limit`` in all,
+    but for a single element bigger than that, which is a slice alone."""
+    slices: list[tuple[int, int]] = []
+    start = 0
+    while start < len(sizes):
+        stop, size = start, 0
+        while stop < len(sizes) and (stop == start or size + sizes[stop] <= limit):
+            size += sizes[stop]
+            stop += 1
+        slices.append((start, stop))
+        start = stop
+    return slices
+
+
+async def overlapped(
+    chunks: Iterable[C],
+    read: Callable[[C], Awaitable[P]],
+    write: Callable[[P], Awaitable[None]],
+) -> None:
+    """``write(await read(chunk))`` for each chunk in order, one write at a time (each may
+    depend on the one before), the next chunk read while the last one is written."""
+    writing: asyncio.Future[None] | None = None
+    for chunk in chunks:
+        try:
+            value = await read(chunk)
+        except BaseException:
+            if writing is not None:  # let the chunk in flight land before giving up
+                with contextlib.suppress(Exception):
+                    await writing
+            raise
+        if writing is not None:
+            await writing
+        writing = asyncio.ensure_future(write(value))
+        # Let the write reach its backend before the next chunk is read.
+        await asyncio.sleep(0)
+    if writing is not None:
+        await writing

@@ -1,0 +1,316 @@
+"""Copying conversations from one turnstore database to another, losslessly: ``copy``.
+
+Any backend to any backend (a SQLite file to PostgreSQL and back), every session or those a
+filter of the catalogue selects. Everything a session holds is copied as the source holds it
+(``core.transfer``): its catalogue fields, every run of its tree and its head, every item
+byte for byte, tool calls with their timing, model calls, usage, compaction links. Ids are
+new in the target; every link follows them.
+
+A session is written a range of runs at a time (about ``chunk_items`` items, one transaction
+each, the next range read while the last one is written), so memory stays bounded and a copy
+that stops (an error, a dropped connection, Ctrl-C) continues where it stopped when run again:
+a session the target holds is compared with the source, run by run — as far as the target
+goes, it must be the source's; what follows is copied. A session the target holds whole is
+skipped, so a second copy writes nothing. One that differs (written in the target since, or
+changed in the source) is left alone and reported in ``CopySummary.conflicts``, unless
+``replace=True`` deletes it from the target and copies it anew.
+
+Not copied: the keys of exactly-once writes (``operations``: their results name the source's
+ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import validate
+from .core import transfer
+from .core.rows import RunRow, SessionRow, as_datetime
+from .core.transfer import Chunk, IdMap, mapped
+from .errors import (
+    ClosedError,
+    ConnectionFailedError,
+    InvalidOperationError,
+    SessionNotFoundError,
+    TurnstoreError,
+)
+from .store import Store
+from .store.chunks import overlapped, ranges
+from .store.copying import write_rows
+
+__all__ = ["CopySummary", "copy"]
+
+# The columns of runs (RunRow holds them all) compared as they are; the links are compared
+# through the id map, times as times.
+_LINKS = ("id", "session_id", "parent_id", "prior_run_id", "compacted_by")
+_TIMES = ("created_at", "updated_at")
+_PLAIN = tuple(name for name in RunRow._fields if name not in _LINKS + _TIMES)
+
+
+@dataclass
+class CopySummary:
+    """What a copy did."""
+
+    source: str = ""
+    target: str = ""
+    sessions: int = 0  # sessions selected in the source
+    copied: int = 0  # new in the target
+    resumed: int = 0  # continued from an interrupted copy (or grown in the source since)
+    unchanged: int = 0  # already in the target, as in the source: nothing written
+    replaced: int = 0  # differed in the target, deleted there and copied anew (replace=True)
+    conflicts: list[str] = field(default_factory=list)  # differ in the target: left alone
+    failed: dict[str, str] = field(default_factory=dict)  # refused by the target: why
+    runs: int = 0  # runs written
+    items: int = 0  # items written
+
+
+async def copy(
+    source: Store | str | os.PathLike[str],
+    target: Store | str | os.PathLike[str],
+    *,
+    session_ids: Sequence[str] | None = None,
+    user_id: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    updated_after: datetime | None = None,
+    updated_before: datetime | None = None,
+    replace: bool = False,
+    chunk_items: int = 2000,
+    on_items: Callable[[int, int | None], None] | None = None,
+) -> CopySummary:
+    """Copy sessions from ``source`` to ``target`` (each a ``Store``, a path or a URL); see
+    the module's docstring.
+
+    Every session, or those named by ``session_ids`` (each must exist), further filtered by
+    ``user_id`` and the catalogue's time bounds (as ``Store.sessions``). A path or URL is
+    opened here (the source read-only; the target created if need be) and closed after.
+    ``on_items(n, total)`` reports progress: first ``(0, total items)``, then items done.
+    Raises ``InvalidOperationError`` when source and target are one database.
+    """
+    session_ids = _names(session_ids)
+    replace = validate.flag(replace, "replace")
+    chunk_items = validate.count(chunk_items, "chunk_items", minimum=1)
+    async with _opened(source, read_only=True) as src:
+        # The selection is checked before the target is opened (which may create it).
+        wanted = await _selected(
+            src,
+            session_ids,
+            user_id=user_id,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+        )
+        async with _opened(target, read_only=False) as dst:
+            if _same_database(src, dst):
+                raise InvalidOperationError(
+                    f"the source and the target are one database ({src.backend.label}): "
+                    "copy into another"
+                )
+            summary = CopySummary(
+                source=src.backend.label, target=dst.backend.label, sessions=len(wanted)
+            )
+            counts = await src.backend.run(transfer.session_items, write=False)
+            report = on_items or (lambda n, total: None)
+            report(0, sum(counts.get(sid, 0) for sid in wanted))
+            copier = _Copier(src, dst, summary, chunk_items, report)
+            for sid in wanted:
+                await copier.session(sid, replace=replace)
+            return summary
+
+
+def _names(session_ids: Sequence[str] | None) -> list[str] | None:
+    if session_ids is None:
+        return None
+    if isinstance(session_ids, str) or not isinstance(session_ids, (list, tuple)):
+        raise InvalidOperationError("session_ids must be a list of session ids")
+    return [validate.key(sid, "session_id") for sid in session_ids]
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    store: Store | str | os.PathLike[str], *, read_only: bool
+) -> AsyncIterator[Store]:
+    if isinstance(store, Store):
+        yield store
+        return
+    opened = Store.open(store, read_only=read_only)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+def _same_database(a: Store, b: Store) -> bool:
+    one, other = a.backend, b.backend
+    if one is other:
+        return True
+    if one.dialect != other.dialect or one.label != other.label:
+        return False
+    if one.dialect == "sqlite":
+        # A file named two ways is one database; each ':memory:' database is its own.
+        return one.label != ":memory:" and os.path.samefile(one.label, other.label)
+    # The label names the server and database; the schema tells databases within one apart.
+    return getattr(one, "schema", None) == getattr(other, "schema", None)
+
+
+async def _selected(store: Store, session_ids: list[str] | None, **filters: Any) -> list[str]:
+    """The ids of the sessions to copy, oldest first (the catalogue's filters applied)."""
+    listed = [info.session_id async for info in store.iter_sessions(page_size=1000, **filters)]
+    listed.reverse()
+    if session_ids is None:
+        return listed
+    for sid in session_ids:
+        if await store.session(sid) is None:
+            raise SessionNotFoundError(f"{store.backend.label} holds no session {sid!r}")
+    chosen = set(session_ids)
+    return [sid for sid in listed if sid in chosen]
+
+
+class _Copier:
+    """Copies one session at a time from ``source`` into ``target``, adding to ``summary``."""
+
+    def __init__(
+        self,
+        source: Store,
+        target: Store,
+        summary: CopySummary,
+        chunk_items: int,
+        report: Callable[[int, int | None], None],
+    ) -> None:
+        self.source, self.target = source, target
+        self.summary = summary
+        self.chunk_items = chunk_items
+        self.report = report
+        bind = target.backend.bind_time
+        self.time: transfer.Time = lambda value: None if value is None else bind(as_datetime(value))
+
+    async def session(self, sid: str, *, replace: bool) -> None:
+        session, runs = await self.source.backend.run(
+            lambda: transfer.session_rows(sid), write=False
+        )
+        if session is None:  # deleted in the source since it was listed
+            return
+        stored, stored_runs = await self.target.backend.run(
+            lambda: transfer.session_rows(sid), write=False
+        )
+        ids = IdMap()
+        state = "copied"
+        if stored is not None:
+            matched = _match(runs, stored_runs)
+            if (
+                matched is not None
+                and len(stored_runs) == len(runs)
+                and self._same(session, stored, matched)
+            ):
+                self.summary.unchanged += 1
+                self.report(sum(run.item_count for run in runs), None)
+                return
+            if matched is None and not replace:
+                self.summary.conflicts.append(sid)
+                self.report(sum(run.item_count for run in runs), None)
+                return
+            if matched is None:
+                await self.target.delete_session(sid)
+                state = "replaced"
+            else:
+                ids, state = matched, "resumed"
+                self.report(sum(run.item_count for run in stored_runs), None)
+        done = len(ids.runs)
+        try:
+            await self._write(session, runs[done:], ids, first=stored is None or not done)
+        except (ConnectionFailedError, ClosedError):
+            raise  # the next session would fail alike: stop (a new copy resumes)
+        except TurnstoreError as exc:
+            # What the target refuses of this session's data; the others are copied.
+            self.summary.failed[sid] = str(exc)
+            return
+        setattr(self.summary, state, getattr(self.summary, state) + 1)
+
+    def _same(self, session: SessionRow, stored: SessionRow, ids: IdMap) -> bool:
+        head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
+        return (
+            stored.head_run_id == head
+            and (stored.user_id, stored.title) == (session.user_id, session.title)
+            and _metadata(stored.metadata) == _metadata(session.metadata)
+            and as_datetime(stored.created_at) == as_datetime(session.created_at)
+            and as_datetime(stored.updated_at) == as_datetime(session.updated_at)
+        )
+
+    async def _write(
+        self, session: SessionRow, runs: Sequence[RunRow], ids: IdMap, *, first: bool
+    ) -> None:
+        sid = session.session_id
+        metadata = _metadata_text(session.metadata)
+        slices = ranges([run.item_count for run in runs], self.chunk_items)
+        last = len(slices) - 1
+
+        async def read(index: int) -> tuple[int, Chunk | None]:
+            start, stop = slices[index]
+            group = runs[start:stop]
+            return index, await self.source.backend.run(
+                functools.partial(transfer.read_chunk, sid, group), write=False
+            )
+
+        async def write(value: tuple[int, Chunk | None]) -> None:
+            nonlocal ids
+            index, chunk = value
+            ids = await write_rows(
+                self.target,
+                session,
+                metadata,
+                chunk,
+                ids,
+                self.time,
+                first=first and index <= 0,
+                last=index == last,
+            )
+            if chunk is not None:
+                self.summary.runs += len(chunk.runs)
+                self.summary.items += len(chunk.items)
+                self.report(len(chunk.items), None)
+
+        if not slices:  # no runs left: the session's row (and head) is all there is to write
+            await write((-1, None))
+        else:
+            await overlapped(range(len(slices)), read, write)
+
+
+def _match(runs: Sequence[RunRow], stored: Sequence[RunRow]) -> IdMap | None:
+    """The id map of the runs a target session holds, when they are the source's first runs
+    (what a copy writes, in order); None when they are not."""
+    if len(stored) > len(runs):
+        return None
+    pairs = list(zip(runs[: len(stored)], stored, strict=True))
+    ids = IdMap({run.id: copied.id for run, copied in pairs})
+    for run, copied in pairs:
+        if any(getattr(run, name) != getattr(copied, name) for name in _PLAIN) or any(
+            as_datetime(getattr(run, name)) != as_datetime(getattr(copied, name)) for name in _TIMES
+        ):
+            return None
+        for name in ("parent_id", "prior_run_id"):
+            if mapped(ids.runs, getattr(run, name)) != getattr(copied, name):
+                return None
+        if run.compacted_by is not None and run.compacted_by not in ids.runs:
+            if copied.compacted_by is not None:
+                return None
+            ids.waiting.setdefault(run.compacted_by, []).append(copied.id)
+        elif mapped(ids.runs, run.compacted_by) != copied.compacted_by:
+            return None
+    return ids
+
+
+def _metadata(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _metadata_text(value: Any) -> str:
+    # JSON text on SQLite (kept as written); PostgreSQL's jsonb comes back decoded.
+    return value if isinstance(value, str) else validate.metadata(value)

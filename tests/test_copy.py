@@ -1,0 +1,651 @@
+"""``turnstore.copy`` and ``turnstore copy``: any database to any other, losslessly (issue 16).
+
+The round trip copies a rich database (the real Runner with hooks, branches, compaction,
+catalogue fields, hostile strings) SQLite -> PostgreSQL -> SQLite and compares every table,
+every column, ids compared through the order each session gave them. Then: resuming after a
+copy that failed part way, a second copy writing nothing, filters, refusals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import assistant, call, output, user
+from conftest import _drop_schema, database_target, postgres_target, sql, target_exists
+from test_exactly_once import proxy  # noqa: F401 - the fixture, for this module too
+from test_roundtrip_property import items as roundtrip_items
+from turnstore import (
+    CopySummary,
+    InvalidOperationError,
+    SessionNotFoundError,
+    Store,
+    StructuredSession,
+    TurnstoreError,
+    Usage,
+    copy,
+)
+
+# Columns that hold a run's id, an item's id; the rest are compared as they are.
+_RUN_LINKS = {"parent_id", "prior_run_id", "compacted_by", "head_run_id", "run_id"}
+_ITEM_LINKS = {"call_item_id", "output_item_id"}
+# What a copy does not carry (see turnstore.transfer), and derived columns.
+_NOT_COPIED = {"operations", "sdk_adopted"}
+_DERIVED = {"search_vector"}
+_COPIED_TABLES = {"sessions", "runs", "items", "tool_calls", "model_responses"}
+
+HOSTILE = [
+    "lone \ud800 surrogate",
+    "nul \x00 inside",
+    "mark \ufdd0 noncharacter",
+    "é" * 50_000,
+    "",
+    "'; DROP TABLE runs; --",
+]
+
+
+@pytest.fixture
+def targets(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Fresh databases by name: two SQLite files and a PostgreSQL schema."""
+    with ExitStack() as stack:
+        yield {
+            "sqlite": str(tmp_path / "source.db"),
+            "back": str(tmp_path / "back.db"),
+            "postgres": stack.enter_context(database_target("postgres", tmp_path)),
+        }
+
+
+async def _runner_conversation(store: Store, session_id: str) -> None:
+    """A conversation through the real Runner with the session's hooks: a tool call with its
+    timing, a handoff (agent attribution), model calls with usage."""
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from agents.usage import InputTokensDetails, OutputTokensDetails
+    from agents.usage import Usage as SDKUsage
+
+    def usage(inp: int, out: int) -> SDKUsage:
+        return SDKUsage(
+            requests=1,
+            input_tokens=inp,
+            output_tokens=out,
+            total_tokens=inp + out,
+            input_tokens_details=InputTokensDetails(cached_tokens=1, cache_write_tokens=0),
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=2),
+        )
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather."""
+        return f"Rain in {city}"
+
+    model = ScriptedModel(
+        [
+            ModelStep(
+                output=[function_call("weather", {"city": "Oslo"}, call_id="c1")],
+                usage=usage(10, 2),
+            ),
+            ModelStep(output=[assistant_message("It rains.")], usage=usage(20, 3)),
+            ModelStep(
+                output=[function_call("transfer_to_billing", {}, call_id="h1")], usage=usage(5, 1)
+            ),
+            ModelStep(output=[assistant_message("Billing here.")], usage=usage(7, 4)),
+        ]
+    )
+    billing = Agent("Billing", model=model)
+    agent = Agent("Assistant", model=model, tools=[weather], handoffs=[billing])
+    session = StructuredSession(session_id, store, user_id="ann", metadata={"z": 1, "a": [2]})
+    await Runner.run(agent, "Weather in Oslo?", session=session, hooks=session.hooks)
+    await Runner.run(agent, "A billing question", session=session, hooks=session.hooks)
+
+
+async def build_rich(store: Store) -> None:
+    """Sessions holding everything turnstore stores."""
+    await _runner_conversation(store, "runner")
+    # A tree: five turns, an edit of the third (a branch), the head moved back, usage.
+    for n in range(5):
+        await store.add_items("tree", [user(f"q{n}"), assistant(f"a{n}")], Usage(1, n, n, 2 * n))
+    runs = await store.runs("tree")
+    await store.fork("tree", runs[2].id, "q2, edited")
+    await store.add_items("tree", [call("k1", "lookup"), output("k1", "found"), assistant("ok")])
+    await store.move_head("tree", runs[4].id, to_parent=False)
+    await store.update_session("tree", user_id="bob", title="A tree", metadata={"k": "v"})
+    # Compaction: the model's view replaced, the transcript kept and linked.
+    for n in range(3):
+        await store.add_items("compacted", [user(f"c{n}"), assistant(f"r{n}")])
+    assert await store.compact("compacted", [user("summary of c0..c2")])
+    await store.add_items("compacted", [user("after"), assistant("compacted answer")])
+    # An approval left pending, an output with no call.
+    await store.add_items("pending", [user("delete it"), call("p1", "delete_file")])
+    await store.add_items("orphan", [user("hi"), output("zz", "orphan output")])
+    # Hostile strings in items, keys in odd orders, a hostile session id, title and metadata.
+    for n, text in enumerate(HOSTILE):
+        item = {"z": text, "role": "user", "content": text, "a": {"y": 1, "b": [text]}}
+        await store.add_items("hostile 'id' \u00e9\U0001f600", [item, assistant(text, f"m{n}")])
+    await store.update_session(
+        "hostile 'id' \u00e9\U0001f600", title="t\u00e9\U0001f600", metadata={"q": "\u00e9"}
+    )
+    # A session with catalogue fields and no runs.
+    await store.update_session("bare", user_id="ann", title="nothing yet")
+
+
+async def _columns(store: Store, table: str) -> list[str]:
+    if store.backend.dialect == "sqlite":
+        rows = await sql(store, f"SELECT name FROM pragma_table_info('{table}') ORDER BY cid")
+    else:
+        rows = await sql(
+            store,
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = {t} ORDER BY ordinal_position",
+            t=table,
+        )
+    return [name for (name,) in rows if name not in _DERIVED]
+
+
+async def _tables(store: Store) -> set[str]:
+    if store.backend.dialect == "sqlite":
+        rows = await sql(
+            store,
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'items_fts%' "
+            "AND name NOT IN ('sqlite_sequence', 'turnstore_schema')",
+        )
+    else:
+        rows = await sql(
+            store,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> 'turnstore_schema'",
+        )
+    return {name for (name,) in rows}
+
+
+def _value(column: str, value: Any) -> Any:
+    """A value comparable across backends: times as UTC datetimes, metadata decoded."""
+    if value is not None and (column.endswith("_at")):
+        when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+        return when.astimezone(timezone.utc)
+    if column == "metadata":
+        return json.loads(value) if isinstance(value, str) else value
+    return value
+
+
+async def dump(store: Store) -> dict[str, list[dict[str, Any]]]:
+    """Every copied table, rows in (session, id) order, every id as (session, ordinal)."""
+    tables = await _tables(store)
+    unknown = tables - _COPIED_TABLES - _NOT_COPIED
+    assert not unknown, f"tables the copy does not know: {unknown} (carry them in core.transfer)"
+    raw: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
+    for table in sorted(_COPIED_TABLES):
+        columns = await _columns(store, table)
+        order = "session_id" + (", id" if "id" in columns else "")
+        rows = await sql(store, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
+        raw[table] = (columns, rows)
+    ordinal: dict[str, dict[int, tuple[str, int]]] = {}
+    for table in ("runs", "items"):
+        columns, rows = raw[table]
+        seen: dict[str, int] = {}
+        mapping = ordinal[table] = {}
+        for row in rows:
+            record = dict(zip(columns, row, strict=True))
+            sid = record["session_id"]
+            mapping[record["id"]] = (sid, seen.setdefault(sid, 0))
+            seen[sid] += 1
+    result: dict[str, list[dict[str, Any]]] = {}
+    for table, (columns, rows) in raw.items():
+        records = []
+        for row in rows:
+            record = {}
+            for column, value in zip(columns, row, strict=True):
+                if column == "id":
+                    continue
+                if column in _RUN_LINKS and value is not None:
+                    value = ordinal["runs"].get(value, ("dangling", value))
+                elif column in _ITEM_LINKS and value is not None:
+                    value = ordinal["items"].get(value, ("dangling", value))
+                record[column] = _value(column, value)
+            records.append(record)
+        result[table] = records
+    return result
+
+
+def _assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
+    """The database holds what a copy could lose (so that the comparison means something)."""
+    runs, calls = tables["runs"], tables["tool_calls"]
+    assert any(run["agent_name"] == "Billing" and run["model"] for run in runs)
+    assert any(run["kind"] == "compaction" and run["prior_run_id"] is None for run in runs)
+    assert any(run["compacted_by"] is not None for run in runs)
+    assert any(run["cached_tokens"] and run["reasoning_tokens"] for run in runs)
+    assert {run["status"] for run in runs} >= {"completed", "interrupted", "compacted"}
+    assert any(call["duration_ms"] is not None and call["started_at"] for call in calls)
+    assert any(call["output_item_id"] is None for call in calls)
+    assert any(call["call_item_id"] is None for call in calls)
+    assert len(tables["model_responses"]) == 4
+    assert {s["user_id"] for s in tables["sessions"]} == {"ann", "bob", None}
+    assert any(s["head_run_id"] is None for s in tables["sessions"])
+
+
+async def test_round_trip_sqlite_postgres_sqlite_keeps_every_table(
+    targets: dict[str, str],
+) -> None:
+    async with Store.open(targets["sqlite"]) as source:
+        await build_rich(source)
+        before = await dump(source)
+    _assert_rich(before)
+    first = await copy(targets["sqlite"], targets["postgres"])
+    second = await copy(targets["postgres"], targets["back"])
+    for summary in (first, second):
+        assert summary.sessions == summary.copied == 7
+        assert not summary.conflicts
+        assert not summary.failed
+    async with Store.open(targets["postgres"]) as middle:
+        assert await dump(middle) == before
+        # What the store returns, too: every item verbatim (key order included).
+        async with Store.open(targets["sqlite"]) as source:
+            for info in (await source.sessions(limit=100)).sessions:
+                sid = info.session_id
+                assert await middle.tree(sid) != [] or await source.tree(sid) == []
+                assert [items for _, items in await middle.tree(sid)] == [
+                    items for _, items in await source.tree(sid)
+                ]
+                assert await middle.get_items(sid) == await source.get_items(sid)
+    async with Store.open(targets["back"]) as back:
+        assert await dump(back) == before
+        async with Store.open(targets["sqlite"]) as source:
+            rows = "SELECT data FROM items ORDER BY session_id, id"
+            assert await sql(back, rows) == await sql(source, rows)  # byte for byte
+            assert await sql(back, "SELECT metadata FROM sessions WHERE session_id = 'runner'") == [
+                ('{"a": [2], "z": 1}',)  # jsonb on PostgreSQL orders keys (documented)
+            ]
+        found = await back.search("compacted")
+        assert [hit.session_id for hit in found] == ["compacted"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming, idempotency, conflicts: into each kind of target (the module's target_backend)
+
+
+async def _small_source(path: str, sessions: int = 4, turns: int = 6) -> None:
+    """Sessions of ``turns`` runs each (two items a run, a tool call in every other run)."""
+    async with Store.open(path) as store:
+        for s in range(sessions):
+            sid = f"s{s}"
+            for n in range(turns):
+                tools = [call(f"c{n}", "tool"), output(f"c{n}", f"out {n}")] if n % 2 else []
+                await store.add_items(sid, [user(f"{sid} q{n}"), *tools, assistant(f"a{n}")])
+            await store.update_session(sid, user_id="ann" if s % 2 else "bob", metadata={"n": s})
+
+
+class Interrupted(Exception):
+    """The fault a test injects into a copy."""
+
+
+def _failing_after(store: Store, writes: int) -> Store:
+    """``store``, whose backend fails every transaction that writes after the first ``writes``."""
+    run = store.backend.run
+    seen = [0]
+
+    async def failing(op: Any, *, write: bool) -> Any:
+        if write:
+            seen[0] += 1
+            if seen[0] > writes:
+                raise Interrupted(f"write {seen[0]}")
+        return await run(op, write=write)
+
+    store.backend.run = failing  # type: ignore[method-assign]
+    return store
+
+
+@pytest.mark.parametrize("writes", [0, 1, 3, 7])
+async def test_an_interrupted_copy_resumes_where_it_stopped(
+    new_target: Any, tmp_path: Path, writes: int
+) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source)
+    target = new_target()
+    async with Store.open(target) as dst:
+        with pytest.raises(Interrupted):
+            await copy(source, _failing_after(dst, writes), chunk_items=6)
+    async with Store.open(target) as dst:
+        partial = await dump(dst)
+    assert len(partial["sessions"]) == (writes + 2) // 3  # 3 chunks a session
+    summary = await copy(source, target, chunk_items=6)
+    assert summary.copied + summary.resumed == 4 - writes // 3
+    assert summary.resumed == (1 if writes % 3 else 0)
+    assert not summary.conflicts
+    assert not summary.failed
+    async with Store.open(source) as src, Store.open(target) as dst:
+        assert await dump(dst) == await dump(src)
+        # Each chunk was written once: the resumed session has each item once.
+        assert summary.items == 72 - 6 * writes
+
+
+async def test_a_second_copy_writes_nothing(new_target: Any, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source)
+    target = new_target()
+    first = await copy(source, target)
+    assert (first.copied, first.runs, first.items) == (4, 24, 72)
+    again = await copy(source, target)
+    assert (again.unchanged, again.copied, again.runs, again.items) == (4, 0, 0, 0)
+    async with Store.open(source) as src, Store.open(target) as dst:
+        assert await dump(dst) == await dump(src)
+
+
+async def test_new_runs_in_the_source_are_copied_on_top(new_target: Any, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=1)
+    target = new_target()
+    await copy(source, target)
+    async with Store.open(source) as src:
+        await src.add_items("s0", [user("one more"), assistant("sure")])
+    summary = await copy(source, target)
+    assert (summary.resumed, summary.runs, summary.items) == (1, 1, 2)
+    async with Store.open(source) as src, Store.open(target) as dst:
+        assert await dump(dst) == await dump(src)
+
+
+async def test_a_session_that_differs_in_the_target_is_reported_not_merged(
+    new_target: Any, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=2)
+    target = new_target()
+    await copy(source, target)
+    async with Store.open(target) as dst:
+        await dst.add_items("s1", [assistant("written in the target")])
+        changed = await dump(dst)
+    summary = await copy(source, target)
+    assert (summary.conflicts, summary.unchanged) == (["s1"], 1)
+    async with Store.open(target) as dst:
+        assert await dump(dst) == changed  # left alone
+    summary = await copy(source, target, replace=True)
+    assert (summary.replaced, summary.unchanged, summary.conflicts) == (1, 1, [])
+    async with Store.open(source) as src, Store.open(target) as dst:
+        assert await dump(dst) == await dump(src)
+
+
+async def test_filters_select_sessions(tmp_path: Path) -> None:
+    source, target = str(tmp_path / "source.db"), str(tmp_path / "target.db")
+    await _small_source(source)
+    summary = await copy(source, target, user_id="ann")
+    async with Store.open(target) as dst:
+        assert sorted(s.session_id for s in (await dst.sessions()).sessions) == ["s1", "s3"]
+    summary = await copy(source, target, session_ids=["s0", "s1"])
+    assert (summary.sessions, summary.copied, summary.unchanged) == (2, 1, 1)
+    future = datetime.now(timezone.utc) + timedelta(days=1)
+    summary = await copy(source, target, created_after=future)
+    assert summary.sessions == 0
+    with pytest.raises(SessionNotFoundError, match="nope"):
+        await copy(source, target, session_ids=["s0", "nope"])
+
+
+async def test_refusals(tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=1)
+    missing = tmp_path / "missing.db"
+    with pytest.raises(Exception, match="missing"):
+        await copy(str(missing), str(tmp_path / "t.db"))
+    assert not missing.exists()
+    assert not (tmp_path / "t.db").exists()
+    with pytest.raises(InvalidOperationError, match="one database"):
+        await copy(source, source)
+    with pytest.raises(InvalidOperationError, match="one database"):
+        await copy(source, str(tmp_path / "." / "source.db"))
+    with pytest.raises(InvalidOperationError, match="session_ids"):
+        await copy(source, str(tmp_path / "t.db"), session_ids="s0")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperationError, match="chunk_items"):
+        await copy(source, str(tmp_path / "t.db"), chunk_items=0)
+    async with Store.open(":memory:") as one, Store.open(":memory:") as other:
+        await one.add_items("m", [user("in memory")])
+        assert (await copy(one, other)).copied == 1  # two databases, though both ':memory:'
+
+
+def test_the_summary_is_a_dataclass_scripts_can_read() -> None:
+    assert CopySummary().conflicts == []
+
+
+async def test_ids_are_renumbered_not_kept(tmp_path: Path) -> None:
+    """A target that already holds other sessions gets new ids; the links follow them."""
+    source, target = str(tmp_path / "s.db"), str(tmp_path / "t.db")
+    await _small_source(source, sessions=1)
+    async with Store.open(target) as dst:
+        for n in range(3):
+            await dst.add_items("other", [user(f"x{n}"), assistant("y")])
+    await copy(source, target)
+    async with Store.open(source) as src, Store.open(target) as dst:
+        copied = await dst.runs("s0")
+        assert [r.id for r in copied] != [r.id for r in await src.runs("s0")]
+        assert [r.parent_id for r in copied[1:]] == [r.id for r in copied[:-1]]
+        info = await dst.session("s0")
+        assert info is not None
+        assert info.head_run_id == copied[-1].id
+        assert await dst.get_items("s0") == await src.get_items("s0")
+
+
+# ---------------------------------------------------------------------------------------------
+# The command
+
+
+def cli(*args: str, code: int = 0) -> Any:
+    from typer.testing import CliRunner
+
+    from turnstore.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_cli_copies_then_copies_nothing(new_target: Any, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    asyncio.run(_small_source(source, sessions=2))
+    target = new_target()
+    first = json.loads(cli("copy", source, target, "--json").stdout)
+    assert (first["copied"], first["runs"], first["items"]) == (2, 12, 36)
+    again = cli("copy", source, target).stdout
+    assert "0 new, 0 resumed, 0 replaced, 2 already there; 0 runs and 0 items written" in again
+
+
+def test_cli_reports_a_conflict_and_replaces_on_request(new_target: Any, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    asyncio.run(_small_source(source, sessions=2))
+    target = new_target()
+    cli("copy", source, target)
+
+    async def diverge() -> None:
+        async with Store.open(target) as dst:
+            await dst.add_items("s0", [user("only in the target")])
+
+    asyncio.run(diverge())
+    result = cli("copy", source, target, code=1)
+    assert "differ in the target" in result.output
+    assert "'s0'" in result.output
+    assert "--replace" in result.output
+    replaced = json.loads(cli("copy", source, target, "--replace", "--json").stdout)
+    assert (replaced["replaced"], replaced["unchanged"]) == (1, 1)
+
+
+def test_cli_refuses_bad_input(new_target: Any, tmp_path: Path) -> None:
+    import asyncio
+    import sqlite3
+
+    source = str(tmp_path / "source.db")
+    asyncio.run(_small_source(source, sessions=1))
+    target = new_target()
+    missing = str(tmp_path / "missing.db")
+    assert "no database at" in cli("copy", missing, target, code=1).output
+    assert not Path(missing).exists()
+    assert "one database" in cli("copy", source, source, code=1).output
+    assert "no session 'nope'" in cli("copy", source, target, "--session", "nope", code=1).output
+    assert "ISO 8601" in cli("copy", source, target, "--since", "yesterday", code=1).output
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    assert "another kind" in cli("copy", str(other), target, code=1).output
+    assert "another kind" in cli("copy", source, str(other), code=1).output
+    assert not target_exists(target)  # nothing was written anywhere
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: whatever a session holds, its copy holds the same
+
+
+_texts = st.text(max_size=12)  # items hold anything: NUL, lone surrogates
+# What a fork's input and the catalogue fields accept (validate.text).
+_clean_texts = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+)
+_turn_items = st.one_of(
+    _texts.map(user),
+    _texts.map(lambda t: assistant(t)),
+    st.tuples(_texts, _texts).map(lambda p: call(p[0], p[1])),
+    st.tuples(_texts, _texts).map(lambda p: output(p[0], p[1])),
+    roundtrip_items,
+)
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(_turn_items, min_size=1, max_size=4)),
+        st.tuples(st.just("fork"), st.integers(0, 20), _clean_texts),
+        st.tuples(st.just("move"), st.integers(0, 20)),
+        st.tuples(st.just("info"), _clean_texts),
+    ),
+    min_size=1,
+    max_size=8,
+)
+_examples = itertools.count()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=_steps)
+def test_a_copy_holds_what_the_source_holds(
+    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store], steps: list[Any]
+) -> None:
+    loop, source = shared_loop_store
+    sid = f"p{next(_examples)}"
+
+    async def check() -> None:
+        for step in steps:
+            runs = await source.tree(sid) if step[0] in ("fork", "move") else []
+            questions = [run for run, _ in runs if run.user_message is not None]
+            if step[0] == "add":
+                await source.add_items(sid, step[1], Usage(1, len(step[1]), 1, 1))
+            elif step[0] == "fork" and questions:
+                await source.fork(sid, questions[step[1] % len(questions)].id, step[2])
+            elif step[0] == "move" and runs:
+                await source.move_head(sid, runs[step[1] % len(runs)][0].id, to_parent=False)
+            elif step[0] == "info":
+                await source.update_session(sid, title=step[1], metadata={step[1]: [step[1]]})
+        async with Store.open(":memory:") as target:
+            summary = await copy(source, target, chunk_items=3)
+            assert not summary.conflicts
+            assert not summary.failed
+            assert await dump(target) == await dump(source)
+            assert await target.get_items(sid) == await source.get_items(sid)
+
+    loop.run_until_complete(check())
+
+
+def test_import_of_a_turnstore_database_points_to_copy(tmp_path: Path) -> None:
+    source = str(tmp_path / "source.db")
+    asyncio.run(_small_source(source, sessions=1))
+    result = cli("import", source, "--db", str(tmp_path / "t.db"), code=1)
+    assert f"turnstore copy {source} TARGET" in " ".join(result.output.split())
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL: the connection cut under a copy (tests/faultproxy.py)
+
+
+@pytest.fixture
+async def proxied_target(
+    proxy: Any,  # noqa: F811 - the fixture imported above
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[Store, str]]:
+    """A PostgreSQL target reached through the proxy (retrying a failed transaction as many
+    times as the test's ``retries`` parameter says, else the default), and the URL of the
+    same schema, direct."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    store = Store.open(
+        proxy.url(proxy.database, proxy.user),
+        schema=schema,
+        max_size=1,
+        connect_timeout=3,
+        connect_kwargs={"prepare_threshold": None},
+        **getattr(request, "param", {}),
+    )
+    yield store, postgres_target(schema)
+    await store.aclose()
+    _drop_schema(schema)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit", "mid_pipeline"])
+async def test_a_connection_cut_under_a_copy_writes_each_row_once(
+    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxied_target: tuple[Store, str],
+    tmp_path: Path,
+    fault: str,
+) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=2)
+    target, _ = proxied_target
+    proxy.arm(fault)
+    summary = await asyncio.wait_for(copy(source, target, chunk_items=6), 60)
+    assert proxy.fired == 1
+    assert (summary.copied, summary.items) == (2, 36)
+    async with Store.open(source) as src:
+        assert await dump(target) == await dump(src)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("proxied_target", [{"retries": 0}], indirect=True)
+async def test_a_copy_the_server_drops_resumes_when_run_again(
+    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxied_target: tuple[Store, str],
+    tmp_path: Path,
+) -> None:
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=2)
+    target, direct = proxied_target
+    async with Store.open(source) as src:
+        await copy(src, target, session_ids=["s0"], chunk_items=6)
+        proxy.arm("mid_pipeline")  # and the store does not retry: the copy fails
+        with pytest.raises(TurnstoreError):
+            await asyncio.wait_for(copy(src, target, chunk_items=6), 60)
+        assert proxy.fired == 1
+        summary = await copy(src, direct, chunk_items=6)
+        assert (summary.unchanged, summary.copied + summary.resumed) == (1, 1)
+        assert await dump(target) == await dump(src)
+
+
+@pytest.mark.postgres
+async def test_a_session_the_target_cannot_hold_is_reported_and_the_rest_copied(
+    tmp_path: Path, targets: dict[str, str]
+) -> None:
+    """SQLite holds a NUL in text (written by hand here); PostgreSQL's text cannot."""
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=3)
+    async with Store.open(source) as src:
+        await sql(
+            src,
+            "UPDATE runs SET assistant_message = 'a' || char(0) || 'b' WHERE session_id = 's1'",
+            write=True,
+        )
+    summary = await copy(source, targets["postgres"])
+    assert summary.copied == 2
+    assert list(summary.failed) == ["s1"]
+    assert "NUL" in summary.failed["s1"] or "0x00" in summary.failed["s1"]
+    result = await asyncio.to_thread(cli, "copy", source, targets["postgres"], code=1)
+    assert "session 's1' was not copied" in result.output
+    assert "2 already there" in result.output
