@@ -649,3 +649,55 @@ async def test_a_session_the_target_cannot_hold_is_reported_and_the_rest_copied(
     result = await asyncio.to_thread(cli, "copy", source, targets["postgres"], code=1)
     assert "session 's1' was not copied" in result.output
     assert "2 already there" in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Exports: what `import` reads back (everything but what only `copy` carries: see docs/cli.md)
+
+
+async def _runs(path: str) -> list[tuple[Any, ...]]:
+    async with Store.open(path) as store:
+        return await sql(
+            store,
+            "SELECT session_id, depth, user_message, assistant_message, status, requests, "
+            "input_tokens, output_tokens, total_tokens, cached_tokens, reasoning_tokens, "
+            "item_count FROM runs ORDER BY session_id, id",
+        )
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_an_export_of_every_session_imports_with_usage_and_the_tree(
+    tmp_path: Path, fmt: str
+) -> None:
+    source = str(tmp_path / "source.db")
+
+    async def build() -> None:
+        await _small_source(source, sessions=3)
+        async with Store.open(source) as src:
+            runs = await src.runs("s1")
+            await src.fork("s1", runs[2].id, "a branch")
+            await src.add_items("s1", [assistant("on the branch")], Usage(2, 30, 40, 70, 5, 6))
+
+    asyncio.run(build())
+    exported = tmp_path / f"all.{fmt}"
+    cli("export", "-f", fmt, "-o", str(exported), "--db", source)
+    if fmt == "json":
+        assert [d["session"]["session_id"] for d in json.loads(exported.read_text())] == [
+            "s0",
+            "s1",
+            "s2",
+        ]
+    target = str(tmp_path / "target.db")
+    summary = json.loads(cli("import", str(exported), "--db", target, "--json").stdout)
+    assert (summary["new_sessions"], summary["skipped"]) == (3, 0)
+    assert asyncio.run(_runs(target)) == asyncio.run(_runs(source))
+
+    async def catalogue(path: str) -> list[tuple[Any, ...]]:
+        async with Store.open(path) as store:
+            return [
+                (s.session_id, s.user_id, s.metadata, s.title)
+                for s in (await store.sessions()).sessions
+            ]
+
+    if fmt == "json":  # the JSON document carries the catalogue fields
+        assert asyncio.run(catalogue(target)) == asyncio.run(catalogue(source))

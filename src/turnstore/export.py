@@ -7,6 +7,7 @@ Pure rendering over ``queries.ExportData`` (read in one transaction by ``Store.e
       {"session_id": "s1", "run_id": 7, "parent_id": 3, "position": 0,
        "created_at": "2025-01-01T12:00:00+00:00", "item": {...the verbatim item...}}
 
+  A run's first line also carries its ``"usage"`` (requests and tokens).
   ``runs_from_jsonl`` turns these lines back into ``NewRun`` objects for
   ``Store.add_runs``, which rebuilds the same tree (with new run ids) in another session or
   store.
@@ -56,18 +57,17 @@ def _jsonl(data: ExportData) -> str:
     lines = []
     for run, items in data.runs:
         for position, item in enumerate(items):
-            lines.append(
-                dumps(
-                    {
-                        "session_id": run.session_id,
-                        "run_id": run.id,
-                        "parent_id": run.parent_id,
-                        "position": position,
-                        "created_at": run.created_at,
-                        "item": item,
-                    }
-                )
-            )
+            record = {
+                "session_id": run.session_id,
+                "run_id": run.id,
+                "parent_id": run.parent_id,
+                "position": position,
+                "created_at": run.created_at,
+                "item": item,
+            }
+            if position == 0:  # the run's tokens, once
+                record["usage"] = run.usage
+            lines.append(dumps(record))
     return "".join(line + "\n" for line in lines)
 
 
@@ -183,6 +183,18 @@ def _run_key(value: Any) -> bool:
     return isinstance(value, (int, str))
 
 
+def _usage(counts: Any) -> Usage | None:
+    """A line's ``"usage"``: None when it has none; TypeError when it is not one."""
+    if counts is None:
+        return None
+    from .importers.base import checked_usage  # the importers' one rule of a count
+
+    usage = checked_usage(counts) if isinstance(counts, dict) else None
+    if usage is None:
+        raise TypeError(f"usage is not a set of counts: {counts!r}")
+    return usage
+
+
 def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int]:
     """``runs_from_jsonl``; with ``strict=False`` lines that are not export records, and the
     lines of runs whose parent is not in the export, are skipped and counted instead.
@@ -194,6 +206,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
     items: dict[Any, list[Any]] = {}
     parents: dict[Any, Any] = {}
     created: dict[Any, datetime | None] = {}
+    usage: dict[Any, Usage | None] = {}
     order: list[Any] = []
     skipped = 0
     for number, line in enumerate(lines, 1):
@@ -209,6 +222,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
                 raise TypeError("item is not an object")
             stamp = record.get("created_at")
             when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+            counts = _usage(record.get("usage"))
         except (ValueError, TypeError, KeyError) as exc:
             if not strict:
                 skipped += 1
@@ -221,6 +235,8 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
             items[run_id] = []
             parents[run_id] = parent_id
             created[run_id] = when
+        if counts is not None:
+            usage[run_id] = counts
         items[run_id].append(item)
     for run_id in order:
         parent = parents[run_id]
@@ -234,6 +250,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
             NewRun(
                 items=items[run_id],
                 parent=index_of[parent] if parent is not None else None,
+                usage=usage.get(run_id),
                 created_at=created[run_id],
             )
         )

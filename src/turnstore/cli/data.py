@@ -40,7 +40,7 @@ def export(
         list[str] | None,
         typer.Argument(
             metavar="SESSION",
-            help="The sessions to export (default: every session; jsonl and markdown only).",
+            help="The sessions to export (default: every session).",
             show_default=False,
         ),
     ] = None,
@@ -49,8 +49,9 @@ def export(
         typer.Option(
             "--format",
             "-f",
-            help="jsonl: one item a line (what `turnstore import` reads back); json: one "
-            "session's tree with usage and tool calls; markdown: for reading.",
+            help="jsonl: one item a line, with each run's usage (what `turnstore import` reads "
+            "back); json: each session's tree with usage and tool calls (an array for several "
+            "sessions); markdown: for reading.",
         ),
     ] = ExportFormatOption.jsonl,
     active: Annotated[
@@ -83,10 +84,6 @@ def export(
             wanted = list(sessions_ or [])
             if not wanted:
                 wanted = await _all_session_ids(store)
-            if fmt is ExportFormatOption.json and len(wanted) != 1:
-                raise InvalidOperationError(
-                    f"the json format holds one session, not {len(wanted)}: name one, or use jsonl"
-                )
             for sid in wanted:  # every name checked before anything is written
                 if await store.session(sid) is None:
                     raise SessionNotFoundError(f"no session {sid!r}")
@@ -100,15 +97,19 @@ def export(
                 advance(0, len(wanted))
                 # On a terminal, stored text must not drive it (JSON stays the same data).
                 terminal = output is None and sys.stdout.isatty()
+                # json: one session's document, or an array of them for several.
+                array = fmt is ExportFormatOption.json and len(wanted) != 1
+                out.write("[\n" if array else "")
                 for index, sid in enumerate(wanted):
                     text = await store.export(sid, fmt.value, all_branches=not active)
                     if terminal:
                         markdown = fmt is ExportFormatOption.markdown
                         text = safe_text(text) if markdown else json_safe(text)
-                    if fmt is ExportFormatOption.markdown and index:
-                        out.write("\n")
+                    if fmt is not ExportFormatOption.jsonl and index:
+                        out.write(",\n" if array else "\n")
                     out.write(text)
                     advance(1, None)
+                out.write("]\n" if array else "")
             return {"sessions": len(wanted), "format": fmt.value, "output": str(output)}
 
     summary = run_command(go())

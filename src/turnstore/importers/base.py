@@ -51,6 +51,8 @@ class SourceSession:
     roots: list[SourceRun] = field(default_factory=list)
     head: SourceRun | None = None
     skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
+    # Catalogue fields (user_id, title, metadata) the source holds: turnstore's JSON exports.
+    catalogue: dict[str, Any] | None = None
 
     def walk(self) -> Iterator[tuple[SourceRun, SourceRun | None]]:
         """Every run with its parent, parents first and siblings in order (no recursion)."""

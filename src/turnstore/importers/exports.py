@@ -18,8 +18,9 @@ class ExportSource(Source):
     """turnstore's own exports (``turnstore export`` / ``Store.export``).
 
     ``jsonl``: one line per item (see ``turnstore.export``), any number of sessions, parsed by
-    ``export.runs_from_jsonl``; the last run of a session becomes its head. ``json``: one
-    session's document, with its head and each run's usage.
+    ``export.runs_from_jsonl``, with each run's usage; the last run of a session becomes its
+    head. ``json``: one session's document, or an array of them, with the head, each run's
+    usage and the catalogue fields (user, title, metadata).
     """
 
     def __init__(self, path: str, kind: str) -> None:
@@ -81,32 +82,38 @@ class ExportSource(Source):
             raise SchemaError(f"{self.location} holds no importable turnstore export record{why}")
 
     def _read_json(self, text: str) -> None:
+        """One session's document, or an array of them (an export of several sessions)."""
         try:
-            document = json.loads(text)
-            if document.get("format") != "turnstore-export":
-                raise ValueError('no "format": "turnstore-export"')
-            info = document["session"]
-            session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
-            made: dict[Any, SourceRun] = {}
-            for record in document["runs"]:
-                counts = record.get("usage") or {}
-                usage = checked_usage(counts) if isinstance(counts, dict) else None
-                session.skipped += usage is None  # the run is imported without its usage
-                run = SourceRun(
-                    _items(record["items"]),
-                    key=record["id"],
-                    usage=usage,
-                    created_at=as_datetime(record.get("created_at")),
-                )
-                parent = record.get("parent_id")
-                if parent is not None and parent not in made:
-                    raise ValueError(f"run {record['id']}'s parent {parent} comes after it")
-                (made[parent].children if parent is not None else session.roots).append(run)
-                made[record["id"]] = run
-                self._total += len(run.items)
-            session.head = made.get(info.get("head_run_id")) or _last(made)
+            parsed = json.loads(text)
+            for document in parsed if isinstance(parsed, list) else [parsed]:
+                self._read_document(document)
         except (ValueError, TypeError, KeyError, AttributeError, TurnstoreError) as exc:
             raise SchemaError(f"{self.location} is not a turnstore JSON export: {exc}") from None
+
+    def _read_document(self, document: Any) -> None:
+        if document.get("format") != "turnstore-export":
+            raise ValueError('no "format": "turnstore-export"')
+        info = document["session"]
+        session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
+        session.catalogue = {name: info.get(name) for name in ("user_id", "title", "metadata")}
+        made: dict[Any, SourceRun] = {}
+        for record in document["runs"]:
+            counts = record.get("usage") or {}
+            usage = checked_usage(counts) if isinstance(counts, dict) else None
+            session.skipped += usage is None  # the run is imported without its usage
+            run = SourceRun(
+                _items(record["items"]),
+                key=record["id"],
+                usage=usage,
+                created_at=as_datetime(record.get("created_at")),
+            )
+            parent = record.get("parent_id")
+            if parent is not None and parent not in made:
+                raise ValueError(f"run {record['id']}'s parent {parent} comes after it")
+            (made[parent].children if parent is not None else session.roots).append(run)
+            made[record["id"]] = run
+            self._total += len(run.items)
+        session.head = made.get(info.get("head_run_id")) or _last(made)
 
     async def session_ids(self) -> list[str]:
         """Sessions in order of their first line."""

@@ -76,11 +76,16 @@ async def merge_session(
     """Merge ``source`` into the store's session of the same id.
 
     Writes go in transactions of about ``chunk_items`` items; ``on_items(n)`` reports
-    progress. The head follows the source's when anything was added (or the session had
-    none); otherwise it stays where it is.
+    progress. A session new to the store takes the source's catalogue fields, if it has any.
+    The head follows the source's when anything was added (or the session had none);
+    otherwise it stays where it is.
     """
     sid = source.session_id
     info = await store.session(sid)
+    fields = {k: v for k, v in (source.catalogue or {}).items() if v is not None}
+    if info is None and fields:
+        # A new session takes the source's user, title and metadata (a stored one keeps its).
+        await store.update_session(sid, **fields)
     plan = plan_merge(source, await store.tree(sid) if info is not None else ())
     if on_items is not None and plan.present:
         on_items(plan.present)

@@ -23,7 +23,7 @@ def open_source(location: str, kind: str = "auto", *, messages_table: str | None
 
     ``auto`` picks ``sqlalchemy`` for a URL, ``sqlite`` for a SQLite file (SQLiteSession or
     AdvancedSQLiteSession), ``jsonl`` for a text file whose first line is a JSON object, and
-    ``json`` for a JSON document.
+    ``json`` for a JSON document (or an array of them).
     """
     if kind not in SOURCE_KINDS:
         raise ConfigurationError(f"unknown source kind {kind!r}: use one of {SOURCE_KINDS}")
@@ -51,6 +51,8 @@ def _sniff(location: str) -> str:
         raise ConnectionFailedError(f"cannot read {location}: {exc}") from exc
     if head.startswith(b"SQLite format 3\0"):
         return "sqlite"
+    if head.lstrip()[:1] == b"[":
+        return "json"  # an array of session documents (an export of several sessions)
     if head.lstrip()[:1] == b"{":
         try:
             json.loads(first_line)
