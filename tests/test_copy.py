@@ -398,8 +398,10 @@ async def test_refusals(tmp_path: Path) -> None:
     assert not (tmp_path / "t.db").exists()
     with pytest.raises(InvalidOperationError, match="one database"):
         await copy(source, source)
-    with pytest.raises(InvalidOperationError, match="one database"):
-        await copy(source, str(tmp_path / "." / "source.db"))
+    (tmp_path / "link.db").symlink_to(source)
+    for same in (f"{tmp_path}/./source.db", str(tmp_path / "link.db")):
+        with pytest.raises(InvalidOperationError, match="one database"):
+            await copy(source, same)
     with pytest.raises(InvalidOperationError, match="session_ids"):
         await copy(source, str(tmp_path / "t.db"), session_ids="s0")  # type: ignore[arg-type]
     with pytest.raises(InvalidOperationError, match="chunk_items"):

@@ -152,13 +152,16 @@ def _same_database(a: Store, b: Store) -> bool:
     one, other = a.backend, b.backend
     if one is other:
         return True
-    if one.dialect != other.dialect or one.label != other.label:
+    if one.dialect != other.dialect:
         return False
     if one.dialect == "sqlite":
-        # A file named two ways is one database; each ':memory:' database is its own.
-        return one.label != ":memory:" and os.path.samefile(one.label, other.label)
+        # A file named two ways (a link, ./) is one database; each ':memory:' is its own.
+        memory = ":memory:" in (one.label, other.label)
+        return not memory and os.path.samefile(one.label, other.label)
     # The label names the server and database; the schema tells databases within one apart.
-    return getattr(one, "schema", None) == getattr(other, "schema", None)
+    return one.label == other.label and getattr(one, "schema", None) == getattr(
+        other, "schema", None
+    )
 
 
 async def _selected(store: Store, session_ids: list[str] | None, **filters: Any) -> list[str]:
