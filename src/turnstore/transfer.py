@@ -15,7 +15,8 @@ skipped, so a second copy writes nothing. One that differs (written in the targe
 changed in the source) is left alone and reported in ``CopySummary.conflicts``, unless
 ``replace=True`` deletes it from the target and copies it anew.
 
-Not copied: the keys of exactly-once writes (``operations``: their results name the source's
+Not copied: the trace spans of ``turnstore.tracing`` and branch names (neither carried
+yet), the keys of exactly-once writes (``operations``: their results name the source's
 ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file alone).
 """
 
