@@ -4,7 +4,8 @@
 PostgreSQL; ``cli_target`` and ``new_target`` give the CLI's and the viewer's tests a database
 as one string (a SQLite file, or a Postgres URL naming a schema of its own), over the module's
 ``target_backend``. Postgres is reached through ``TURNSTORE_TEST_POSTGRES_URL`` (default: the
-project's local server); each test gets a schema of its own, dropped afterwards. Without a
+project's local server), or ``TURNSTORE_TEST_CITUS_URL`` for the opt-in Citus run
+(tests/citus.py); each test gets a schema of its own, dropped afterwards. Without a
 server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 """
 
@@ -22,9 +23,12 @@ from typing import Any, NoReturn
 
 import pytest
 
+from sqlscope import uncolocated
 from turnstore import Store
 
-POSTGRES_URL = os.environ.get(
+# The opt-in Citus run (tests/citus.py): the PostgreSQL tests on a coordinator.
+pytest_plugins = ["citus"]
+POSTGRES_URL = os.environ.get("TURNSTORE_TEST_CITUS_URL") or os.environ.get(
     "TURNSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -162,6 +166,8 @@ async def sql(
 
     placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
     text = statement.format(**{name: placeholder.format(name) for name in params})
+    if store.backend.dialect != "sqlite":  # what Citus runs too (tests/citus.py)
+        assert uncolocated(text) == [], f"a join Citus refuses: {text}"
 
     def op() -> Any:
         rows = yield Query(text, params, Fetch.NONE if write else Fetch.ALL, raw=True)

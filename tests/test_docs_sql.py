@@ -1,5 +1,6 @@
 """Every SQL example in docs/queries.md runs, on every backend, and returns the rows written
-out here.
+out here; the README's run and find rows; and every SQL block of the README and docs/*.md
+joins turnstore's tables on session_id, as Citus requires (tests/sqlscope.py).
 
 The examples name the session ``'user_123'``; here that is the conversation ``build`` writes
 with the real ``Runner`` (alice's, with hooks, a failing tool and a handoff), with one edit so
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sqlscope import uncolocated
 from test_queries import build
 from test_tracing import tracing_on
 from turnstore import Store, tracing
@@ -24,8 +26,23 @@ from turnstore.core.ops import Fetch, Op, Query
 
 pytestmark = pytest.mark.e2e
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
-BLOCKS = re.findall(r"```sql\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "queries.md"
+README = ROOT / "README.md"
+
+
+def sql_blocks(path: Path) -> list[str]:
+    """The ```sql blocks of a Markdown file."""
+    return re.findall(r"```sql\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+
+
+BLOCKS = sql_blocks(DOC)
+DOCUMENTED = [
+    pytest.param(statement, id=f"{path.name}-{number}-{index}")
+    for path in [README, *sorted((ROOT / "docs").glob("*.md"))]
+    for number, block in enumerate(sql_blocks(path))
+    for index, statement in enumerate(s for s in block.split(";") if s.strip())
+]
 
 
 # What may differ between runs and backends is compared by kind: a timestamp is TIME, a
@@ -180,6 +197,17 @@ def comparable(value: Any) -> Any:
     return value
 
 
+async def run_example(store: Store, block: str) -> list[tuple[object, ...]]:
+    """The rows an example returns, run as typed (no placeholders) for alice's 's1'."""
+    statement = block.replace("'user_123'", "'s1'").strip().rstrip(";")
+
+    def op() -> Op[list[tuple[object, ...]]]:
+        rows = yield Query(statement, fetch=Fetch.ALL, raw=True)
+        return list(rows)
+
+    return await store.backend.run(op, write=False)
+
+
 async def expected_rows(store: Store, number: int) -> list[tuple[Any, ...]]:
     rows = EXPECTED[number]
     if rows is None:  # tokens per day
@@ -206,15 +234,24 @@ async def test_sql_example_runs(store: Store, backend_name: str, number: int) ->
     await built["alice"].edit(built["runs1"][1].id, "Which refund rules apply?")
     # The docs' search examples read the index as Store.search leaves it: up to date.
     await store.search("refund")
-    statement = block.replace("'user_123'", "'s1'").strip().rstrip(";")
-
-    def op() -> Op[list[tuple[object, ...]]]:
-        rows = yield Query(statement, fetch=Fetch.ALL, raw=True)  # as typed: no placeholders
-        return list(rows)
-
-    found = await store.backend.run(op, write=False)
+    found = await run_example(store, block)
     rows = [tuple(comparable(value) for value in row) for row in found]
     expected = await expected_rows(store, number)
     if number in UNORDERED:
         rows, expected = sorted(rows), sorted(expected)
     assert rows == expected, f"example {number}:\n{block}"
+
+
+@pytest.mark.parametrize("statement", DOCUMENTED)
+def test_documented_sql_joins_on_session_id(statement: str) -> None:
+    # Citus plans joins of distributed tables on session_id only, and recursive queries on
+    # one node only (named by session): what the docs show must run on a cluster too.
+    assert uncolocated(statement) == []
+
+
+@pytest.mark.parametrize("number", range(len(sql_blocks(README))))
+async def test_readme_sql_runs(store: Store, number: int) -> None:
+    built = await build(store)
+    await built["alice"].edit(built["runs1"][1].id, "Which refund rules apply?")
+    block = sql_blocks(README)[number]
+    assert await run_example(store, block) != [], block

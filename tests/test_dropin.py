@@ -146,7 +146,7 @@ async def test_interleaved_runner_calls_keep_their_answers_tool_calls_and_usage(
     rows = await sql(
         store,
         "SELECT r.user_message, t.call_id, t.output FROM tool_calls t"
-        " JOIN runs r ON r.id = t.run_id ORDER BY t.id",
+        " JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id ORDER BY t.id",
     )
     assert rows == [("question B", "cb", "found b"), ("question A", "ca", "found a")]
     # The history keeps the order of the writes, as SQLiteSession's does.

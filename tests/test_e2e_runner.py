@@ -210,7 +210,8 @@ async def test_runner_conversation_lands_in_plain_sql(store: Store, mode: str) -
     rows = await sql(
         store,
         "SELECT r.user_message, t.tool_name, t.kind, t.arguments, t.output, t.status"
-        " FROM tool_calls t JOIN runs r ON r.id = t.run_id ORDER BY t.id",
+        " FROM tool_calls t JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id"
+        " ORDER BY t.id",
     )
     assert rows == [
         (
@@ -251,7 +252,8 @@ async def test_runner_conversation_lands_in_plain_sql(store: Store, mode: str) -
     rows = await sql(
         store,
         "SELECT c.type, o.type, c.run_id = o.run_id FROM tool_calls t"
-        " JOIN items c ON c.id = t.call_item_id JOIN items o ON o.id = t.output_item_id"
+        " JOIN items c ON c.session_id = t.session_id AND c.id = t.call_item_id"
+        " JOIN items o ON o.session_id = t.session_id AND o.id = t.output_item_id"
         " WHERE t.call_id = 'c2'",
     )
     assert rows == [("function_call", "function_call_output", 1)]

@@ -339,13 +339,22 @@ def _labelled_store(schema: str) -> Store:
     return Store.open(POSTGRES_URL, schema=schema, connect_kwargs={"application_name": schema})
 
 
+# A writer of the store (its connections carry the schema's name) waiting for a lock. On Citus
+# (tests/citus.py) the wait happens on the worker that holds the session's shard, in a backend
+# of the writer's distributed transaction: its global pid is the writer's.
+_WAITING = {
+    False: """SELECT count(*) FROM pg_stat_activity
+        WHERE application_name = %(name)s AND wait_event_type = 'Lock'""",
+    True: """SELECT count(*) FROM citus_stat_activity
+        WHERE wait_event_type = 'Lock' AND global_pid IN (
+            SELECT global_pid FROM citus_stat_activity WHERE application_name = %(name)s)""",
+}
+
+
 async def _waiting_on_a_lock(schema: str) -> bool:
     with _admin() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE application_name = %s AND wait_event_type = 'Lock'",
-            [schema],
-        ).fetchone()
+        citus = conn.execute("SELECT to_regclass('citus_stat_activity') IS NOT NULL").fetchone()
+        row = conn.execute(_WAITING[bool(citus and citus[0])], {"name": schema}).fetchone()
     return row is not None and row[0] > 0
 
 

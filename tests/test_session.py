@@ -690,8 +690,9 @@ async def test_tool_call_pairs_with_its_output_in_one_batch(
         store,
         "SELECT t.call_id, t.tool_name, t.kind, t.arguments, t.output, t.status,"
         " c.position, o.position, r.user_message"
-        " FROM tool_calls t JOIN runs r ON r.id = t.run_id"
-        " JOIN items c ON c.id = t.call_item_id JOIN items o ON o.id = t.output_item_id"
+        " FROM tool_calls t JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id"
+        " JOIN items c ON c.session_id = t.session_id AND c.id = t.call_item_id"
+        " JOIN items o ON o.session_id = t.session_id AND o.id = t.output_item_id"
         " ORDER BY t.call_id",
     )
     position = {outputs_first: 3, later: 4}
@@ -713,7 +714,8 @@ async def test_tool_output_in_a_later_batch_completes_its_call(store: Store) -> 
     rows = await sql(
         store,
         "SELECT t.call_id, t.tool_name, t.arguments, t.output, t.status, o.type"
-        " FROM tool_calls t JOIN items o ON o.id = t.output_item_id",
+        " FROM tool_calls t"
+        " JOIN items o ON o.session_id = t.session_id AND o.id = t.output_item_id",
     )
     assert rows == [("c1", "delete", '{"id": 7}', "deleted", "completed", "function_call_output")]
     assert await sql(store, "SELECT count(*) FROM tool_calls") == [(1,)]
@@ -730,7 +732,7 @@ async def test_an_output_completes_the_newest_open_call_of_its_call_id(store: St
     rows = await sql(
         store,
         "SELECT r.user_message, t.arguments, t.output, t.status FROM tool_calls t"
-        " JOIN runs r ON r.id = t.run_id ORDER BY t.id",
+        " JOIN runs r ON r.session_id = t.session_id AND r.id = t.run_id ORDER BY t.id",
     )
     assert rows == [
         ("q1", '{"n": 1}', None, "pending"),

@@ -1,11 +1,13 @@
 """Every per-session statement names its session; every key lets a store shard by session.
 
 A sharded Postgres (Citus) places each session's rows on one node by ``session_id``: a
-statement reaches a single node only when every table it reads or writes is filtered by
-``session_id``, and a unique or foreign key is only allowed when it includes ``session_id``.
-These tests read each backend's SQL table (every statement it runs, rendered) and migrations,
-so that a new statement or table that breaks the rule fails here, not in production. The
-exceptions are listed by statement name, with reasons.
+statement reaches a single node only when every table it reads or writes is filtered by the
+session itself, joins between distributed tables are planned only on ``session_id``, and a
+unique or foreign key is only allowed when it includes ``session_id`` (tests/sqlscope.py says
+what Citus requires, read from the text). These tests read each backend's SQL table (every
+statement it runs, rendered) and migrations, so that a new statement or table that breaks the
+rule fails here, not in production. The exceptions are listed by statement name, with reasons.
+On a real cluster, tests/citus.py checks the same by EXPLAIN.
 """
 
 from __future__ import annotations
@@ -16,21 +18,22 @@ from types import ModuleType
 import pytest
 
 from conftest import require_module
+from sqlscope import DISTRIBUTED, SESSION_PARAMETER, refs, uncolocated, unfiltered
 from turnstore import sqlite
-from turnstore.core.statements import STATEMENTS
+from turnstore.core.statements import LOCK_HEAD, STATEMENTS
 
 psycopg = require_module("psycopg")
 from turnstore import postgres  # noqa: E402
 
 BACKENDS = [pytest.param(sqlite, id="sqlite"), pytest.param(postgres, id="postgres")]
 
-# The tables whose rows belong to one session.
-PER_SESSION = ("sessions", "runs", "items", "tool_calls", "model_responses", "spans")
-
-# Statements that are about the whole store by design, not about one session.
+# Statements that are about the whole store by design, not about one session: on Citus they
+# fan out to every shard (docs/scaling.md lists them). An optional session filter
+# (``:sid IS NULL OR session_id = :sid``) does not make a statement per-session.
 CROSS_SESSION = {
     "run": "a run by id alone, whatever its session (Store.run: deep links)",
     "tool_call": "a tool call by row id alone (Store.tool_call: deep links)",
+    "session_of_run": "the session of a run by id alone, so that run_id= filters read one session",
     "index_pending": "whether the store-wide search index lacks items (SQLite)",
     "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
     "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
@@ -43,6 +46,17 @@ CROSS_SESSION = {
     "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
     "error_spans_by_all": "the failed trace spans across the store (analytics)",
     "items_per_session": "how many items each session holds (turnstore copy's progress)",
+    **{
+        f"{family}_by_{driver}": f"{family.replace('_', ' ')} across sessions (analytics)"
+        for family in ("tool_calls", "slowest_tool_calls", "tool_stats")
+        for driver in ("tool", "all")
+    },
+    **{
+        f"usage_by_{key}": f"token usage per {key}, across sessions (analytics)"
+        for key in ("session", "user", "day", "model", "agent")
+    },
+    "search": "full-text search across sessions, one optionally",
+    "search_recent": "full-text search across sessions, one optionally",
 }
 
 # SQLite only: statements keyed by the primary key of a row that the same operation has
@@ -57,42 +71,18 @@ SQLITE_KEYED_BY_ID = {
     "shrink_run": "the locked head run",
 }
 
-_TABLE_REF = re.compile(
-    r"\b(from|join|update|into|delete\s+from)\s+(" + "|".join(PER_SESSION) + r")\b"
-    r"(?:\s+(?:as\s+)?([a-z_][a-z0-9_]*))?",
-    re.IGNORECASE,
-)
-_NOT_ALIASES = {
-    "where", "on", "join", "left", "right", "inner", "cross", "set", "order", "group", "limit",
-    "using", "values", "natural", "full", "union", "returning", "having", "lateral", "for",
-}  # fmt: skip
-
-
-def _per_session_refs(statement: str) -> list[tuple[str, str, str]]:
-    """(keyword, table, alias) of each reference to a per-session table."""
-    refs = []
-    for match in _TABLE_REF.finditer(statement):
-        alias = (match.group(3) or "").lower()
-        refs.append(
-            (match.group(1).lower(), match.group(2), "" if alias in _NOT_ALIASES else alias)
-        )
-    return refs
-
-
-def _unscoped_refs(statement: str) -> list[str]:
-    """The references to per-session tables that no ``session_id`` condition reaches."""
-    missing = []
-    for keyword, table, alias in _per_session_refs(statement):
-        if keyword == "into":  # an INSERT must write the column
-            columns = statement[statement.index(table) : statement.index(")")]
-            if "session_id" not in columns:
-                missing.append(f"INSERT INTO {table}")
-        elif alias:
-            if not re.search(rf"\b{alias}\.session_id\b", statement):
-                missing.append(f"{table} {alias}")
-        elif not re.search(rf"(?<![\w.])session_id\s*(=|IN\b)|\b{table}\.session_id\b", statement):
-            missing.append(table)
-    return missing
+# The head-lock statement as it was before Citus was tried: its subquery and its join name the
+# session only through the outer row, and Citus refused every write ("could not run
+# distributed query with FOR UPDATE/SHARE commands").
+CORRELATED_LOCK_HEAD = """
+    SELECT s.head_run_id AS id, r.depth, r.item_count, r.parent_id,
+        EXISTS (SELECT 1 FROM runs c
+                WHERE c.session_id = s.session_id AND c.parent_id = r.id) AS has_children,
+        NULL::bigint AS indexed_through
+    FROM sessions s
+    LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
+    WHERE s.session_id = %(sid)s
+    FOR UPDATE OF s"""
 
 
 def _statements(module: ModuleType) -> list[tuple[str, str]]:
@@ -119,36 +109,81 @@ def test_every_per_session_statement_names_session_id(module: ModuleType) -> Non
     offenders = sorted(
         name
         for name, statement in _statements(module)
-        if name not in allowed and _per_session_refs(statement) and "session_id" not in statement
+        if name not in allowed and refs(statement) and "session_id" not in statement
     )
     assert offenders == [], "statements on session rows that never name session_id"
 
 
-def test_postgres_filters_every_table_it_touches_by_session() -> None:
+def test_postgres_filters_every_table_it_touches_by_the_session_parameter() -> None:
     # Stricter than the above: each table a statement reads or writes is itself filtered by
-    # session (a join that keys only its first table still fans out across shards).
+    # the session parameter (a join that keys only its first table, or a subquery correlated
+    # to a filtered outer row, still fans out on Citus, and FOR UPDATE is then refused).
     offenders = {
         name: missing
         for name, statement in _statements(postgres)
-        if name not in CROSS_SESSION and (missing := _unscoped_refs(statement))
+        if name not in CROSS_SESSION and (missing := unfiltered(statement))
     }
     assert offenders == {}
 
 
+def test_postgres_joins_distributed_tables_on_session_id() -> None:
+    # Cross-session statements included: Citus refuses other joins ("repartitioning").
+    offenders = {
+        name: missing
+        for name, statement in _statements(postgres)
+        if (missing := uncolocated(statement, SESSION_PARAMETER))
+    }
+    assert offenders == {}
+
+
+def test_postgres_migrations_join_distributed_tables_on_session_id() -> None:
+    # A migration may run on a cluster already distributed (docs/scaling.md: migrations).
+    offenders = [
+        statement
+        for step in postgres.MIGRATIONS
+        for statement in step
+        if not statement.lstrip().startswith("CREATE VIEW") and uncolocated(statement)
+    ]
+    assert offenders == []
+
+
+def test_the_correlated_head_lock_fails_the_check() -> None:
+    assert unfiltered(CORRELATED_LOCK_HEAD) == ["runs c", "runs r"]
+    assert unfiltered(postgres.SQL[LOCK_HEAD]) == []
+
+
 def test_the_checks_can_fail() -> None:
-    assert _unscoped_refs("SELECT id FROM runs r JOIN items i ON i.run_id = r.id") == [
+    assert unfiltered("SELECT id FROM runs r JOIN items i ON i.run_id = r.id") == [
         "runs r",
         "items i",
     ]
-    assert _unscoped_refs("DELETE FROM items WHERE id = %(id)s") == ["items"]
-    assert _unscoped_refs("INSERT INTO runs (id) VALUES (1)") == ["INSERT INTO runs"]
+    assert unfiltered("DELETE FROM items WHERE id = %(id)s") == ["items"]
+    assert unfiltered("INSERT INTO runs (id) VALUES (1)") == ["INSERT INTO runs"]
+    # Optional (under OR) or only through another table: not a filter.
+    assert unfiltered("SELECT 1 FROM items WHERE (%(sid)s IS NULL OR session_id = %(sid)s)") == [
+        "items"
+    ]
+    joined = (
+        "SELECT 1 FROM runs r JOIN items i ON i.session_id = r.session_id AND i.run_id = r.id"
+        " WHERE r.session_id = %(sid)s"
+    )
+    assert unfiltered(joined) == ["items i"]
+    assert uncolocated(joined, SESSION_PARAMETER) == []
     assert (
-        _unscoped_refs(
-            "SELECT 1 FROM runs r JOIN items i ON i.session_id = r.session_id AND i.run_id = r.id"
+        unfiltered(
+            "SELECT 1 FROM runs r JOIN items i ON i.session_id = %(sid)s AND i.run_id = r.id"
             " WHERE r.session_id = %(sid)s"
         )
         == []
     )
+    assert uncolocated("SELECT 1 FROM tool_calls t JOIN runs r ON r.id = t.run_id") == [
+        "tool_calls t",
+        "runs r",
+    ]
+    assert uncolocated(
+        "WITH RECURSIVE p AS (SELECT id FROM runs WHERE session_id = 's'"
+        " UNION ALL SELECT r.id FROM runs r JOIN p ON r.id = p.parent_id) SELECT * FROM p"
+    ) == ["runs r"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +195,7 @@ def _create_tables() -> list[tuple[str, str]]:
     found = []
     for statement in statements:
         match = re.match(r"\s*CREATE TABLE (\w+) \((.*)\)\s*$", statement, re.S)
-        if match and match.group(1) in PER_SESSION:
+        if match and match.group(1) in DISTRIBUTED:
             found.append((match.group(1), match.group(2)))
     return found
 
@@ -181,5 +216,5 @@ def test_postgres_keys_allow_distribution_by_session() -> None:
     for step in postgres.MIGRATIONS:
         for statement in step:
             unique = re.match(r"\s*CREATE UNIQUE INDEX \w+ ON (\w+) \((\w+)", statement)
-            if unique and unique.group(1) in PER_SESSION:
+            if unique and unique.group(1) in DISTRIBUTED:
                 assert unique.group(2) == "session_id", statement

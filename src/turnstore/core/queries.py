@@ -201,6 +201,17 @@ _TOOL_STATS: Mapping[_Driver, All[S.ToolStatsRow]] = {
 }
 
 
+def _session_of(run_id: int | None, session_id: str | None) -> Op[str | None]:
+    """The session a query filtered by ``run_id`` reads: the given one, else the run's, so
+    that the query reads one session's rows (one shard on Citus, by the (session_id, run_id)
+    indexes) instead of looking the run up inside it. None for no such run: then
+    ``session_id = NULL`` matches nothing."""
+    if run_id is None or session_id is not None:
+        return session_id
+    found: str | None = yield S.SESSION_OF_RUN({"run_id": run_id})
+    return found
+
+
 def _call_params(
     session_id: str | None,
     run_id: int | None,
@@ -234,6 +245,7 @@ def tool_calls(
     recorded (an MCP error, or an output that reports one); other statuses match exactly.
     ``slowest`` keeps only calls whose duration is known.
     """
+    session_id = yield from _session_of(run_id, session_id)
     params = _call_params(session_id, run_id, tool_name, since, until)
     family = _SLOWEST_TOOL_CALLS if slowest else _TOOL_CALLS
     rows = yield family[_driver(run_id, session_id, tool_name)](
@@ -254,6 +266,7 @@ def tool_stats(
 ) -> Op[list[ToolStats]]:
     """Per tool: calls, failed calls, duration statistics (nearest-rank p50/p95); most used
     first."""
+    session_id = yield from _session_of(run_id, session_id)
     params = _call_params(session_id, run_id, tool_name, since, until)
     rows = yield _TOOL_STATS[_driver(run_id, session_id, tool_name)](params)
     return [
@@ -275,6 +288,7 @@ def model_responses(
     *, session_id: str | None, run_id: int | None, limit: int
 ) -> Op[list[ModelResponse]]:
     """The newest ``limit`` recorded model calls, oldest first."""
+    session_id = yield from _session_of(run_id, session_id)
     statement = (
         S.MODEL_RESPONSES_BY_RUN
         if run_id is not None

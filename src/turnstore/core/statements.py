@@ -598,6 +598,17 @@ DELETE_SESSION_RETURNING = Value(
     holds=str,
 )
 
+# The session of a run named by id alone: a query filtered by run is then run on that
+# session's rows (one shard on Citus), by the (session_id, run_id) indexes.
+SESSION_OF_RUN = Value(
+    "session_of_run",
+    "SELECT session_id FROM runs WHERE id = :run_id",
+    column="session_id",
+    holds=str,
+)
+# A run's rows, once its session is known (SESSION_OF_RUN).
+BY_RUN = "session_id = :sid AND run_id = :run_id"
+
 # Tool calls, each family by the filter whose index drives it: run, session, tool, or none.
 TOOL_CALLS_BY_RUN = All("tool_calls_by_run", row=ToolCallRow)
 TOOL_CALLS_BY_SESSION = All("tool_calls_by_session", row=ToolCallRow)
@@ -618,7 +629,11 @@ MODEL_RESPONSES = """
         SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {tokens},
             started_at, completed_at, latency_ms
         FROM model_responses WHERE {condition} ORDER BY id DESC LIMIT :limit"""
-MODEL_RESPONSES_BY_RUN = All("model_responses_by_run", row=ModelResponseRow)
+MODEL_RESPONSES_BY_RUN = All(
+    "model_responses_by_run",
+    MODEL_RESPONSES.format(tokens=TOKENS, condition=BY_RUN),
+    row=ModelResponseRow,
+)
 MODEL_RESPONSES_BY_SESSION = All(
     "model_responses_by_session",
     MODEL_RESPONSES.format(tokens=TOKENS, condition="session_id = :sid"),

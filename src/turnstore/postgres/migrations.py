@@ -222,15 +222,19 @@ MIGRATIONS: list[list[str]] = [
     # before get theirs from what they hold, as the writes would have left them: a call
     # without its output (interrupted), an assistant message last (completed), a new question
     # below (failed), else in_progress. Compacted and compaction runs keep theirs. One pass
-    # over runs, with an index lookup into tool_calls, items and runs for each.
+    # over runs, with an index lookup into tool_calls, items and runs for each (on session_id
+    # too: the indexes start with it, and Citus runs only co-located subqueries).
     [
         """UPDATE runs SET status = CASE
             WHEN EXISTS (SELECT 1 FROM tool_calls t
-                         WHERE t.run_id = runs.id AND t.status = 'pending') THEN 'interrupted'
+                         WHERE t.session_id = runs.session_id AND t.run_id = runs.id
+                           AND t.status = 'pending') THEN 'interrupted'
             WHEN (SELECT i.type = 'message' AND i.role = 'assistant' FROM items i
-                  WHERE i.run_id = runs.id ORDER BY i.position DESC LIMIT 1) THEN 'completed'
+                  WHERE i.session_id = runs.session_id AND i.run_id = runs.id
+                  ORDER BY i.position DESC LIMIT 1) THEN 'completed'
             WHEN EXISTS (SELECT 1 FROM runs c
-                         WHERE c.parent_id = runs.id AND c.user_message IS NOT NULL)
+                         WHERE c.session_id = runs.session_id AND c.parent_id = runs.id
+                           AND c.user_message IS NOT NULL)
                 THEN 'failed'
             ELSE 'in_progress' END
         WHERE status IS NULL AND kind IS NULL""",

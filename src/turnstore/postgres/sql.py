@@ -40,7 +40,7 @@ _TOOL_NAME_IS = "left(tool_name, 256) = left(:tool_name, 256) AND tool_name = :t
 _PATH_UP = """
 WITH RECURSIVE path (id, parent_id, depth, seen) AS (
     SELECT r.id, {up}, r.depth, r.item_count
-    FROM sessions s JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
+    FROM sessions s JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id
     WHERE s.session_id = :sid
     UNION ALL
     SELECT r.id, r.up, r.depth, path.seen + r.item_count
@@ -70,14 +70,15 @@ _OWN: dict[Statement, str] = {
     S.VERSION_TABLE_EXISTS: "SELECT to_regclass('turnstore_schema') IS NOT NULL AS present",
     # ENSURE_SESSION's ON CONFLICT DO UPDATE locks the session row even when the WHERE is
     # false: this is the lock that serialises writers of one session (LOCK_HEAD then re-reads
-    # under it; see core.lock.lock_session).
+    # under it; see core.lock.lock_session). Every table names the session parameter: Citus
+    # refuses FOR UPDATE in a statement whose subquery is only correlated to the outer row.
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c
-                    WHERE c.session_id = s.session_id AND c.parent_id = r.id) AS has_children,
+                    WHERE c.session_id = :sid AND c.parent_id = r.id) AS has_children,
             NULL::bigint AS indexed_through, r.status
         FROM sessions s
-        LEFT JOIN runs r ON r.session_id = s.session_id AND r.id = s.head_run_id
+        LEFT JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id
         WHERE s.session_id = :sid
         FOR UPDATE OF s""",
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
@@ -169,7 +170,7 @@ _OWN: dict[Statement, str] = {
     S.ANCESTORS_CHILD_COUNTS: """
         WITH RECURSIVE up (id, parent_id, level) AS (
             SELECT p.id, p.parent_id, 1 FROM runs r
-            JOIN runs p ON p.session_id = r.session_id AND p.id = r.parent_id
+            JOIN runs p ON p.session_id = :sid AND p.id = r.parent_id
             WHERE r.session_id = :sid AND r.id = :id
             UNION ALL
             SELECT p.id, p.parent_id, up.level + 1 FROM up CROSS JOIN LATERAL (
@@ -255,9 +256,6 @@ _SESSIONS = f"""
       AND (:meta::jsonb IS NULL OR metadata @> :meta::jsonb)
     ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
 
-# By run alone: the run's session first (runs_id), so the rest is one session's range.
-_BY_RUN = """session_id = (SELECT session_id FROM runs WHERE id = :run_id)
-        AND run_id = :run_id"""
 _CALL_FILTERS = """
       AND (:sid::text IS NULL OR session_id = :sid)
       AND (:run_id::bigint IS NULL OR run_id = :run_id)
@@ -268,7 +266,7 @@ _FAILED = failed_sql()  # the one rule: model.call_failed
 
 # (tool calls, slowest tool calls, tool stats), by the filter that drives them.
 _CALL_FAMILIES = (
-    (_BY_RUN, S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
+    (S.BY_RUN, S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
     (
         "session_id = :sid",
         S.TOOL_CALLS_BY_SESSION,
@@ -392,7 +390,6 @@ _QUERIES: dict[Statement, str] = {
             duration_ms = :duration_ms
         WHERE session_id = :sid AND id = (
             SELECT max(id) FROM tool_calls WHERE session_id = :sid AND {_CALL_ID_IS})""",
-    S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(tokens=S.TOKENS, condition=_BY_RUN),
     # Through runs_session_parent for the runs and each one's children, and
     # tool_calls_session_call for the failed calls.
     S.SESSION_SUMMARIES: f"""

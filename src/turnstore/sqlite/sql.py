@@ -263,7 +263,7 @@ _FAILED = failed_sql()  # the one rule: model.call_failed
 
 # (tool calls, slowest tool calls, tool stats), by the filter that drives them.
 _CALL_FAMILIES = (
-    ("run_id = :run_id", S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
+    (S.BY_RUN, S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
     (
         "session_id = :sid",
         S.TOOL_CALLS_BY_SESSION,
@@ -375,9 +375,6 @@ _QUERIES: dict[Statement, str] = {
             duration_ms = :duration_ms
         WHERE id = (SELECT max(id) FROM tool_calls
                     WHERE session_id = :sid AND call_id = :call_id)""",
-    S.MODEL_RESPONSES_BY_RUN: S.MODEL_RESPONSES.format(
-        tokens=S.TOKENS, condition="run_id = :run_id"
-    ),
     # Through runs_session_parent for the runs, runs_parent for each one's children and
     # tool_calls_session_call for the failed calls.
     S.SESSION_SUMMARIES: f"""

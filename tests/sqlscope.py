@@ -1,0 +1,159 @@
+"""What Citus requires of a statement, read from its text: the rules of tests/test_sql_scope.py
+(the library's statements) and tests/test_docs_sql.py (the documented queries).
+
+Citus distributes turnstore's tables by ``session_id`` (docs/scaling.md). It routes a statement
+to one node only when it can see, for every distributed table the statement reads or writes,
+that the table's ``session_id`` equals one value: a join with a table that is filtered is not
+enough inside a subquery (``FOR UPDATE`` and recursive CTEs are then refused outright). Between
+distributed tables it plans only joins on ``session_id`` (others need repartitioning, which it
+refuses). So:
+
+- ``unfiltered(sql, value)``: the references to distributed tables whose own scope (the
+  enclosing parenthesis, subqueries cut out) has no ``session_id = value`` condition that
+  must hold (not inside an OR);
+- ``uncolocated(sql)``: in a statement that reads more than one distributed table, the
+  references neither filtered by a session value nor joined to another on ``session_id``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The tables distributed by session_id (docs/scaling.md); the schema version table is a
+# reference table, and the views join the tables below on session_id.
+DISTRIBUTED = (
+    "sessions", "runs", "items", "tool_calls", "model_responses", "operations", "spans"
+)  # fmt: skip
+
+# How the library's statements name their session (rendered for psycopg); and any one value,
+# as the docs and the tests' SQL name it (a literal, or a parameter of either backend).
+SESSION_PARAMETER = r"%\(sid\)s"
+SESSION_VALUE = r"(?:'[^']*'|%\(\w+\)s|:\w+)"
+
+_TABLE_REF = re.compile(
+    r"\b(from|join|update|into|delete\s+from)\s+(" + "|".join(DISTRIBUTED) + r")\b"
+    r"(?:\s+(?:as\s+)?([a-z_][a-z0-9_]*))?",
+    re.IGNORECASE,
+)
+_NOT_ALIASES = {
+    "where", "on", "join", "left", "right", "inner", "cross", "set", "order", "group", "limit",
+    "using", "values", "natural", "full", "union", "returning", "having", "lateral", "for",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One reference to a distributed table: ``keyword table [alias]`` at ``start``."""
+
+    keyword: str
+    table: str
+    alias: str
+    start: int
+
+    @property
+    def name(self) -> str:
+        """How the statement qualifies the table's columns."""
+        return self.alias or self.table
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.alias}".strip()
+
+
+def refs(sql: str) -> list[Ref]:
+    """The references to distributed tables in ``sql``."""
+    found = []
+    for match in _TABLE_REF.finditer(sql):
+        alias = (match.group(3) or "").lower()
+        found.append(
+            Ref(
+                match.group(1).lower().split()[0],
+                match.group(2).lower(),
+                "" if alias in _NOT_ALIASES else alias,
+                match.start(),
+            )
+        )
+    return found
+
+
+def _groups(sql: str) -> list[tuple[int, int]]:
+    """(start, end) of each balanced parenthesis group, end exclusive; quotes are skipped, and
+    so are psycopg's placeholders, %(name)s."""
+    groups: list[tuple[int, int]] = []
+    stack: list[int | None] = []
+    quoted = False
+    for position, char in enumerate(sql):
+        if char == "'":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char == "(":
+            stack.append(None if sql[position - 1 : position] == "%" else position)
+        elif char == ")" and stack and (start := stack.pop()) is not None:
+            groups.append((start, position + 1))
+    return groups
+
+
+def scope(sql: str, position: int) -> str:
+    """The text of the query level around ``position``: its innermost parenthesis (or the
+    whole statement), with every parenthesis inside blanked out (subqueries, and conditions
+    grouped under an OR, which need not hold)."""
+    groups = _groups(sql)
+    enclosing = [(a, b) for a, b in groups if a < position < b]
+    start, end = max(enclosing) if enclosing else (-1, len(sql) + 1)
+    text = list(sql[start + 1 : end - 1])
+    for a, b in groups:
+        if start < a and b < end:
+            for i in range(a - start, b - start - 2):
+                text[i] = " "
+    return "".join(text)
+
+
+def is_filtered(sql: str, ref: Ref, value: str) -> bool:
+    """Whether ``ref``'s own scope says its ``session_id`` equals ``value``."""
+    text = scope(sql, ref.start)
+    column = (
+        rf"\b{ref.name}\.session_id" if ref.alias else rf"(?<![\w.])(?:{ref.table}\.)?session_id"
+    )
+    return re.search(rf"{column}\s*=\s*{value}(?!\w)", text, re.I) is not None
+
+
+def unfiltered(sql: str, value: str = SESSION_PARAMETER) -> list[str]:
+    """The references to distributed tables not filtered by ``session_id = value``."""
+    missing = []
+    for ref in refs(sql):
+        if ref.keyword == "into":  # an INSERT writes the column
+            columns = sql[ref.start : sql.index(")", ref.start)]
+            if "session_id" not in columns:
+                missing.append(f"INSERT INTO {ref.table}")
+        elif not is_filtered(sql, ref, value):
+            missing.append(str(ref))
+    return missing
+
+
+def _joined_on_session(sql: str, ref: Ref) -> bool:
+    own = rf"\b{ref.name}\.session_id"
+    other = r"\b\w+\.session_id"
+    return (
+        re.search(rf"{own}\s*=\s*{other}|{other}\s*=\s*{own}", sql, re.I) is not None
+        # A semi-join on session_id: session_id IN (SELECT session_id FROM ...).
+        or re.search(r"session_id\s+IN\s*\(\s*SELECT\s+(?:\w+\.)?session_id\b", sql, re.I)
+        is not None
+        or re.search(rf"\b{ref.table}\s+(?:{ref.alias}\s+)?USING\s*\(\s*session_id\b", sql, re.I)
+        is not None
+    )
+
+
+def uncolocated(sql: str, value: str = SESSION_VALUE) -> list[str]:
+    """The references that a statement reading several distributed tables (or a recursive
+    one: Citus plans recursive CTEs on one node only) neither filters by ``session_id =
+    value`` nor joins to another on ``session_id``."""
+    found = [ref for ref in refs(sql) if ref.keyword != "into"]
+    recursive = re.search(r"\bWITH\s+RECURSIVE\b", sql, re.I) is not None
+    if len(found) < 2 and not recursive:
+        return []
+    return [
+        str(ref)
+        for ref in found
+        if not is_filtered(sql, ref, value) and (recursive or not _joined_on_session(sql, ref))
+    ]
