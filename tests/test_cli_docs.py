@@ -20,7 +20,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 from turnstore.cli import app
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
-SHARED = {"--db", "--json"}
+SHARED = {"--db", "--schema", "--json"}
 ROOT_ONLY = {"--version"}  # the root command's own, explained above the table too
 
 

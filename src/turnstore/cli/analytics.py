@@ -20,6 +20,7 @@ from .options import (
     DbOption,
     JsonOption,
     NdjsonOption,
+    SchemaOption,
     TsvOption,
     limit_option,
     output_format,
@@ -72,6 +73,7 @@ def tools(
         int | None, limit_option("With --calls: the newest N calls (default 50).")
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
     ndjson: NdjsonOption = False,
     csv: CsvOption = False,
@@ -89,7 +91,7 @@ def tools(
 
     async def go() -> list[Any]:
         start, end = parse_time(since, "--since"), parse_time(until, "--until")
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             if calls:
                 return list(
                     await store.tool_calls(
@@ -224,6 +226,7 @@ def search(
     ] = None,
     limit: Annotated[int, limit_option("At most N results.")] = 20,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
     ndjson: NdjsonOption = False,
     csv: CsvOption = False,
@@ -234,7 +237,7 @@ def search(
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[SearchResult]:
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             return await store.search(
                 query,
                 session_id=session,
@@ -289,6 +292,7 @@ def usage(
         str | None, when_option("--until", "Runs started before this ISO date/time.")
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
     ndjson: NdjsonOption = False,
     csv: CsvOption = False,
@@ -298,7 +302,7 @@ def usage(
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[UsageRow]:
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             return await store.usage(
                 by.value,
                 session_id=session,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from .options import DEFAULT_DB, ENV_DB, DbOption
+from .options import DEFAULT_DB, ENV_DB, DbOption, SchemaOption
 from .output import error_text, json_errors, json_requested
 
 __all__ = ["app", "main"]
@@ -47,7 +47,7 @@ app = typer.Typer(
     help=(
         "Inspect, search, export, import and migrate agent conversations stored by turnstore.\n\n"
         f"The database is --db (before or after the command), else ${ENV_DB}, else "
-        f"./{DEFAULT_DB}: a SQLite path or a postgresql:// URL."
+        f"./{DEFAULT_DB}: a SQLite path or a postgresql:// URL, whose schema --schema names."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -76,6 +76,7 @@ def _print_version(value: bool) -> None:
 def _root(
     ctx: typer.Context,
     db: DbOption = None,
+    schema: SchemaOption = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -87,7 +88,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    ctx.obj = db
+    ctx.obj = (db, schema)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from rich.text import Text
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..model import Branch
 from .database import open_store, run_command
-from .options import DbOption, JsonOption, SessionArg, resolve_target
+from .options import DbOption, JsonOption, SchemaOption, SessionArg, resolve_target
 from .output import fail, make_console, make_table, one_line, print_json, printable
 
 __all__ = ["branches"]
@@ -52,6 +52,7 @@ def branches(
         ),
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List a session's branches, oldest first: name, the run each starts at (its stable
@@ -66,7 +67,7 @@ def branches(
         raise fail("--unname needs --run RUN: the branch to unname", 2)
 
     async def go() -> list[Branch]:
-        async with open_store(resolve_target(ctx, db), write=actions > 0) as store:
+        async with open_store(resolve_target(ctx, db, schema), write=actions > 0) as store:
             info = await store.session(session)
             if info is None:
                 raise SessionNotFoundError(f"no session {session!r}")

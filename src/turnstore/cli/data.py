@@ -20,7 +20,7 @@ from .. import migrate as migrate_database
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..inspection import sqlite_file
 from .database import check_database, open_store, run_command
-from .options import DbOption, JsonOption, display_target, resolve_target
+from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target
 from .output import fail, json_safe, print_json, progress, safe_text, say
 
 __all__ = ["adopt", "export", "import_", "migrate"]
@@ -70,6 +70,7 @@ def export(
         ),
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Export sessions: every branch unless --active. With --output, a summary is printed
@@ -79,8 +80,8 @@ def export(
 
     async def go() -> dict[str, Any]:
         if output is not None:
-            refuse_database_output(resolve_target(ctx, db), output)
-        async with open_store(resolve_target(ctx, db)) as store:
+            refuse_database_output(resolve_target(ctx, db, schema), output)
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             wanted = list(sessions_ or [])
             if not wanted:
                 wanted = await _all_session_ids(store)
@@ -195,6 +196,7 @@ def import_(
         ),
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Import conversations without loss: every item verbatim, branches as the run tree,
@@ -204,7 +206,9 @@ def import_(
     async def go() -> _importers.ImportSummary:
         src = _importers.open_source(source, kind.value, messages_table=messages_table)
         try:
-            async with open_store(resolve_target(ctx, db), write=True, create=True) as store:
+            async with open_store(
+                resolve_target(ctx, db, schema), write=True, create=True
+            ) as store:
                 with progress(not as_json, "importing") as advance:
                     advance(0, await src.total_items())
                     return await _importers.import_source(
@@ -236,7 +240,7 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
     """Create the database, or bring its schema up to this turnstore's version.
 
     Each migration and its version row land in one transaction; concurrent runs are safe."""
-    target = resolve_target(ctx, db)
+    target = resolve_target(ctx, db, schema)
 
     async def go() -> tuple[int | None, int | None]:
         check_database(target, create=True)
@@ -265,7 +269,7 @@ def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) 
 
     What StructuredSession does to each session at its first use, for all at once, so that
     every command and the viewer show them; the SDK's own tables are only read."""
-    target = resolve_target(ctx, db)
+    target = resolve_target(ctx, db, schema)
 
     async def go() -> int:
         async with open_store(target, write=True, sdk=True) as store:

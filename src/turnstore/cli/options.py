@@ -1,11 +1,12 @@
-"""The options the commands share, declared once: the database (``--db``), the output
+"""The options the commands share, declared once: the database (``--db``, and ``--schema``
+for a PostgreSQL one), the output
 (``--json``, and for commands that print rows ``--ndjson``, ``--csv``, ``--tsv``), a session
 argument, and the shapes of the filters (``--session``, ``--user``, ``--limit``,
 ``--since``/``--until``) whose help each command words for itself.
 
-``DbOption``, ``JsonOption`` and the other output flags are ``Annotated`` aliases; a filter is
-``Annotated[str | None, session_option("Only this session's runs.")] = None``; ``--since``
-and ``--until`` are read by ``parse_time``.
+``DbOption``, ``SchemaOption``, ``JsonOption`` and the other output flags are ``Annotated``
+aliases; a filter is ``Annotated[str | None, session_option("Only this session's runs.")] =
+None``; ``--since`` and ``--until`` are read by ``parse_time``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from typing import Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import typer
 
-from ..errors import InvalidOperationError
+from ..errors import ConfigurationError, InvalidOperationError
+from ..postgres.url import split_schema
 from .output import Format, fail
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "DbOption",
     "JsonOption",
     "NdjsonOption",
+    "SchemaOption",
     "SessionArg",
     "TsvOption",
     "display_target",
@@ -48,6 +51,18 @@ DbOption = Annotated[
         "--db",
         metavar="PATH|URL",
         help=f"Database: a SQLite path or a postgresql:// URL (else ${ENV_DB}, else {DEFAULT_DB}).",
+        show_default=False,
+    ),
+]
+SchemaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        metavar="NAME",
+        help=(
+            "PostgreSQL: the schema of turnstore's tables (else the URL's ?schema=NAME or "
+            "?options=-csearch_path%3DNAME, else public)."
+        ),
         show_default=False,
     ),
 ]
@@ -106,10 +121,32 @@ def parse_time(value: str | None, option: str) -> datetime | None:
         ) from None
 
 
-def resolve_target(ctx: typer.Context, db: str | None) -> str:
-    """The database: the command's --db, the global --db, $TURNSTORE_DB, or the default."""
+def resolve_target(ctx: typer.Context, db: str | None, schema: str | None = None) -> str:
+    """The database: the command's --db, the global --db, $TURNSTORE_DB, or the default; with
+    the command's (else the global) --schema folded into a PostgreSQL URL as ``?schema=``,
+    so that one string names the database everywhere after."""
     root = ctx.find_root().obj
-    return db or (root if isinstance(root, str) else None) or os.environ.get(ENV_DB) or DEFAULT_DB
+    root_db, root_schema = root if isinstance(root, tuple) else (None, None)
+    target = db or root_db or os.environ.get(ENV_DB) or DEFAULT_DB
+    return with_schema(target, schema or root_schema)
+
+
+def with_schema(target: str, schema: str | None) -> str:
+    """``target`` naming ``schema`` (None: unchanged); a usage error for a SQLite target, or a
+    URL that names another schema."""
+    if schema is None:
+        return target
+    if "://" not in target:
+        raise typer.BadParameter(
+            f"names a PostgreSQL schema, but the database is SQLite: {target}",
+            param_hint="--schema",
+        )
+    try:
+        split_schema(target, schema)  # a name PostgreSQL takes, and no other in the URL
+    except ConfigurationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--schema") from None
+    # Named twice alike is one name (postgres/url.py).
+    return f"{target}{'&' if '?' in target else '?'}schema={quote(schema, safe='')}"
 
 
 def display_target(target: str) -> str:

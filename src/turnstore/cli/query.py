@@ -26,6 +26,7 @@ from .options import (
     DbOption,
     JsonOption,
     NdjsonOption,
+    SchemaOption,
     TsvOption,
     output_format,
     resolve_target,
@@ -76,6 +77,7 @@ def query(
         ),
     ],
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
     ndjson: NdjsonOption = False,
     csv: CsvOption = False,
@@ -89,7 +91,7 @@ def query(
     async def go() -> tuple[list[str], list[Sequence[Any]]]:
         if not sql.strip():
             raise InvalidOperationError("the SQL statement is empty")
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             return await store.backend.run(lambda: _select(sql), write=False)
 
     columns, rows = run_command(go())

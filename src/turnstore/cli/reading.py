@@ -20,6 +20,7 @@ from .database import open_store, run_command
 from .options import (
     DbOption,
     JsonOption,
+    SchemaOption,
     SessionArg,
     limit_option,
     resolve_target,
@@ -184,6 +185,7 @@ def show(
     start_at: FromOption = None,
     limit: PageLimitOption = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a session as its run tree: every branch, each run's user and assistant message,
@@ -192,7 +194,7 @@ def show(
     branch below it; on a terminal the newest 50 runs by default."""
 
     async def go() -> None:
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             info, runs, calls, active = await _session_runs(store, session)
             path = await store.runs(session)
         chosen = window(
@@ -255,6 +257,7 @@ def runs(
     start_at: FromOption = None,
     limit: PageLimitOption = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List a session's runs (the active path, oldest first): user message, answer, tokens.
@@ -262,7 +265,7 @@ def runs(
     by default."""
 
     async def go() -> None:
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             if await store.session(session) is None:
                 raise SessionNotFoundError(f"no session {session!r}")
             if all_branches:
@@ -369,12 +372,13 @@ def sessions(
         ),
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, newest first, a page at a time."""
 
     async def go() -> tuple[SessionPage, dict[str, SessionSummary]]:
-        async with open_store(resolve_target(ctx, db)) as store:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
             page = await store.sessions(
                 user_id=user,
                 metadata=_metadata_filter(meta or []),

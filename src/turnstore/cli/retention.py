@@ -19,6 +19,7 @@ from .options import (
     DbOption,
     JsonOption,
     NdjsonOption,
+    SchemaOption,
     TsvOption,
     output_format,
     resolve_target,
@@ -71,6 +72,7 @@ def prune(
         int, typer.Option("--batch", help="Sessions read per page.", metavar="N", min=1)
     ] = 500,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
     ndjson: NdjsonOption = False,
     csv: CsvOption = False,
@@ -83,7 +85,7 @@ def prune(
     async def go() -> list[SessionInfo]:
         cutoff = datetime.now(timezone.utc) - parse_duration(idle_for)
         done: list[SessionInfo] = []
-        async with open_store(resolve_target(ctx, db), write=not dry_run) as store:
+        async with open_store(resolve_target(ctx, db, schema), write=not dry_run) as store:
             with progress(fmt is Format.table, "Pruning") as advance:
                 # The first page names no cursor; each next one, the cursor its last gave.
                 cursor: dict[str, Any] = {}

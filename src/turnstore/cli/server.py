@@ -14,7 +14,7 @@ from ..errors import TurnstoreError
 from ..extras import require
 from ..model import Run
 from .database import check_database, open_store, run_command
-from .options import DbOption, JsonOption, display_target, resolve_target
+from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target
 from .output import fail, print_json, say
 
 __all__ = ["demo", "serve"]
@@ -34,6 +34,7 @@ def demo(
         ),
     ] = False,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Write the demo conversation (tool calls, a handoff) into the database; it replaces a
@@ -42,7 +43,7 @@ def demo(
     Needs the agents extra: pip install 'turnstore\\[agents]'.
 
     Without OPENAI_API_KEY, the SDK's ScriptedModel answers."""
-    target = resolve_target(ctx, db)
+    target = resolve_target(ctx, db, schema)
 
     async def go() -> list[Run]:
         require("agents", "turnstore demo")
@@ -70,6 +71,7 @@ def demo(
 def serve(
     ctx: typer.Context,
     db: DbOption = None,
+    schema: SchemaOption = None,
     host: Annotated[
         str, typer.Option(help="Address to listen on; loopback unless you choose otherwise.")
     ] = "127.0.0.1",
@@ -90,7 +92,7 @@ def serve(
     """Browse the conversations in a web page: sessions, branches, tool calls, usage.
 
     Needs the web extra: pip install 'turnstore\\[web]'. Stop it with Ctrl+C."""
-    target = resolve_target(ctx, db)
+    target = resolve_target(ctx, db, schema)
     try:
         check_database(target, create=False)
         # Opened once now, as the server will open it, so that what would stop the server at

@@ -11,7 +11,7 @@ from rich.markup import escape
 from .. import jsonout, otel
 from .data import refuse_database_output
 from .database import open_store, run_command
-from .options import DbOption, JsonOption, resolve_target
+from .options import DbOption, JsonOption, SchemaOption, resolve_target
 from .output import json_safe, print_json, say
 
 __all__ = ["otel_command"]
@@ -42,13 +42,14 @@ def otel_command(
         ),
     ] = None,
     db: DbOption = None,
+    schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A session's turns and trace spans as OpenTelemetry data (OTLP/JSON, GenAI semantic
     conventions), or sent to a collector with --endpoint."""
 
     async def go() -> dict[str, Any]:
-        target = resolve_target(ctx, db)
+        target = resolve_target(ctx, db, schema)
         if output is not None:
             refuse_database_output(target, output)
         async with open_store(target) as store:
