@@ -57,10 +57,17 @@ def task_counts(plan: list[str]) -> list[int]:
 
 async def _distribute(conn: Any, schema: str) -> None:
     """Distribute ``schema``'s tables as docs/scaling.md says (those that exist and are not
-    yet: a test may stop the migrations early, or migrate again), in one transaction."""
+    yet: a test may stop the migrations early, or migrate again), in one transaction. Not in
+    a database without Citus (a test's own CREATE DATABASE): its tables stay local."""
+    from psycopg import sql
+
+    cursor = await conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'")
+    if await cursor.fetchone() is None:
+        return
     for statement in distribution_sql():
         if statement.upper().startswith("SET SEARCH_PATH"):
-            await conn.execute(f'SET LOCAL search_path TO "{schema}"')
+            path = sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema))
+            await conn.execute(path)
             continue
         table = re.search(r"\('(\w+)'", statement)
         assert table is not None, statement
