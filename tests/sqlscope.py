@@ -23,7 +23,8 @@ from dataclasses import dataclass
 # The tables distributed by session_id (docs/scaling.md); the schema version table is a
 # reference table, and the views join the tables below on session_id.
 DISTRIBUTED = (
-    "sessions", "runs", "items", "tool_calls", "model_responses", "operations", "spans"
+    "sessions", "runs", "items", "tool_calls", "model_responses", "operations", "spans",
+    "branch_names",
 )  # fmt: skip
 
 # How the library's statements name their session (rendered for psycopg); and any one value,

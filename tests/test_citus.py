@@ -16,6 +16,7 @@ import pytest
 import citus
 from builders import assistant, call, output, user
 from conftest import POSTGRES_URL, _drop_schema, require_module
+from sqlscope import DISTRIBUTED
 from test_queries import build
 from test_sql_scope import CROSS_SESSION
 from turnstore import Store
@@ -56,9 +57,7 @@ async def test_a_new_schema_is_distributed_as_the_page_says(
         ).fetchall()
     tables = {name: (method, colocation, column) for name, method, colocation, column in rows}
     assert tables.pop("turnstore_schema")[0] == "n"  # a reference table
-    assert set(tables) == {
-        "sessions", "runs", "items", "tool_calls", "model_responses", "operations"
-    }  # fmt: skip
+    assert set(tables) == set(DISTRIBUTED)
     assert {(method, column) for method, _, column in tables.values()} == {("h", "session_id")}
     assert len({colocation for _, colocation, _ in tables.values()}) == 1  # co-located
 

@@ -43,6 +43,7 @@ CROSS_SESSION = {
     "sessions_by_updated_at": "the session catalogue, recently active first",
     "sessions_by_updated_at_user": "the session catalogue of one user",
     "model_responses_by_all": "model responses across the store (analytics)",
+    "session_summaries": "the summaries of a catalogue page's sessions, by a list of ids",
     "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
     "error_spans_by_all": "the failed trace spans across the store (analytics)",
     "items_per_session": "how many items each session holds (turnstore copy's progress)",

@@ -236,7 +236,12 @@ def import_(
     )
 
 
-def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+def migrate(
+    ctx: typer.Context,
+    db: DbOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Create the database, or bring its schema up to this turnstore's version.
 
     Each migration and its version row land in one transaction; concurrent runs are safe."""
@@ -264,7 +269,12 @@ def migrate(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False
     say(f"{escape(display_target(target))}: schema {change}, up to date.")
 
 
-def adopt(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+def adopt(
+    ctx: typer.Context,
+    db: DbOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Adopt every conversation the SDK's SQLiteSession wrote into this file, in place.
 
     What StructuredSession does to each session at its first use, for all at once, so that
