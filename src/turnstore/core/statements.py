@@ -751,8 +751,8 @@ def copy_tool_calls_sql(greatest: str) -> str:
             c.run_id AS call_item_run, c.position AS call_item_position,
             o.run_id AS output_item_run, o.position AS output_item_position
         FROM tool_calls t
-        LEFT JOIN items c ON c.session_id = t.session_id AND c.id = t.call_item_id
-        LEFT JOIN items o ON o.session_id = t.session_id AND o.id = t.output_item_id
+        LEFT JOIN items c ON c.session_id = :sid AND c.id = t.call_item_id
+        LEFT JOIN items o ON o.session_id = :sid AND o.id = t.output_item_id
         WHERE t.session_id = :sid AND {ready} BETWEEN :first AND :last
         ORDER BY t.id"""
 
