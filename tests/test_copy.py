@@ -36,15 +36,24 @@ from turnstore import (
     Usage,
     copy,
 )
+from turnstore.core.spans import SpanRecord
 
 # Columns that hold a run's id, an item's id; the rest are compared as they are.
 _RUN_LINKS = {"parent_id", "prior_run_id", "compacted_by", "head_run_id", "run_id"}
 _ITEM_LINKS = {"call_item_id", "output_item_id"}
 # What a copy does not carry (see turnstore.transfer), and derived columns.
 # spans and branch_names (landed meanwhile): not carried yet (docs/cli.md).
-_NOT_COPIED = {"operations", "sdk_adopted", "spans", "branch_names"}
+_NOT_COPIED = {"operations", "sdk_adopted"}
 _DERIVED = {"search_vector"}
-_COPIED_TABLES = {"sessions", "runs", "items", "tool_calls", "model_responses"}
+_COPIED_TABLES = {
+    "sessions",
+    "runs",
+    "items",
+    "tool_calls",
+    "model_responses",
+    "spans",
+    "branch_names",
+}
 
 HOSTILE = [
     "lone \ud800 surrogate",
@@ -110,6 +119,29 @@ async def _runner_conversation(store: Store, session_id: str) -> None:
     await Runner.run(agent, "A billing question", session=session, hooks=session.hooks)
 
 
+async def _spans(store: Store, session_id: str, run_id: int) -> None:
+    start = datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
+    spans = [
+        SpanRecord(
+            run_id=run_id,
+            trace_id="trace_1",
+            span_id=f"span_{n}",
+            parent_span_id=None if n == 0 else "span_0",
+            kind=kind,
+            name=name,
+            started_at=store.backend.bind_time(start + timedelta(milliseconds=n)),
+            ended_at=store.backend.bind_time(start + timedelta(milliseconds=5 + n)),
+            duration_ms=5.0,
+            error=error,
+            data=json.dumps({"input": HOSTILE[2], "n": n}),
+        )
+        for n, (kind, name, error) in enumerate(
+            [("agent", "Assistant", None), ("function", "lookup", "boom: it's <broken>")]
+        )
+    ]
+    await store._record_spans(session_id, spans)
+
+
 async def build_rich(store: Store) -> None:
     """Sessions holding everything turnstore stores."""
     await _runner_conversation(store, "runner")
@@ -117,10 +149,15 @@ async def build_rich(store: Store) -> None:
     for n in range(5):
         await store.add_items("tree", [user(f"q{n}"), assistant(f"a{n}")], Usage(1, n, n, 2 * n))
     runs = await store.runs("tree")
-    await store.fork("tree", runs[2].id, "q2, edited")
+    edited = await store.fork("tree", runs[2].id, "q2, edited")
     await store.add_items("tree", [call("k1", "lookup"), output("k1", "found"), assistant("ok")])
     await store.move_head("tree", runs[4].id, to_parent=False)
     await store.update_session("tree", user_id="bob", title="A tree", metadata={"k": "v"})
+    # Named branches: the edit's (by its fork run) and the first one's.
+    await store.name_branch("tree", runs[2].id, "<b>first</b> \U0001f600")
+    await store.name_branch("tree", edited.id, "edited 'q2'")
+    # Trace spans as turnstore.tracing stores them: a parent and a failed child.
+    await _spans(store, "tree", runs[1].id)
     # Compaction: the model's view replaced, the transcript kept and linked.
     for n in range(3):
         await store.add_items("compacted", [user(f"c{n}"), assistant(f"r{n}")])
@@ -187,7 +224,8 @@ async def dump(store: Store) -> dict[str, list[dict[str, Any]]]:
     raw: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
     for table in sorted(_COPIED_TABLES):
         columns = await _columns(store, table)
-        order = "session_id" + (", id" if "id" in columns else "")
+        # Run ids are new in a copy but keep their order: a row without an id sorts by its run.
+        order = "session_id" + next((f", {key}" for key in ("id", "run_id") if key in columns), "")
         rows = await sql(store, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
         raw[table] = (columns, rows)
     ordinal: dict[str, dict[int, tuple[str, int]]] = {}
@@ -230,6 +268,8 @@ def _assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
     assert any(call["output_item_id"] is None for call in calls)
     assert any(call["call_item_id"] is None for call in calls)
     assert len(tables["model_responses"]) == 4
+    assert [span["error"] for span in tables["spans"]] == [None, "boom: it's <broken>"]
+    assert len(tables["branch_names"]) == 2
     assert {s["user_id"] for s in tables["sessions"]} == {"ann", "bob", None}
     assert any(s["head_run_id"] is None for s in tables["sessions"])
 

@@ -3,8 +3,9 @@
 Any backend to any backend (a SQLite file to PostgreSQL and back), every session or those a
 filter of the catalogue selects. Everything a session holds is copied as the source holds it
 (``core.transfer``): its catalogue fields, every run of its tree and its head, every item
-byte for byte, tool calls with their timing, model calls, usage, compaction links. Ids are
-new in the target; every link follows them.
+byte for byte, tool calls with their timing, model calls, usage, compaction links, the trace
+spans of ``turnstore.tracing`` and branch names. Ids are new in the target; every link
+follows them.
 
 A session is written a range of runs at a time (about ``chunk_items`` items, one transaction
 each, the next range read while the last one is written), so memory stays bounded and a copy
@@ -15,8 +16,7 @@ skipped, so a second copy writes nothing. One that differs (written in the targe
 changed in the source) is left alone and reported in ``CopySummary.conflicts``, unless
 ``replace=True`` deletes it from the target and copies it anew.
 
-Not copied: the trace spans of ``turnstore.tracing`` and branch names (neither carried
-yet), the keys of exactly-once writes (``operations``: their results name the source's
+Not copied: the keys of exactly-once writes (``operations``: their results name the source's
 ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file alone).
 """
 

@@ -767,6 +767,20 @@ COPY_MODEL_RESPONSES = All(
         WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY id""",
     row=ModelResponseRow,
 )
+COPY_SPANS = All(
+    "copy_spans",
+    f"""
+        SELECT {SPAN_COLUMNS} FROM spans
+        WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY id""",
+    row=SpanRow,
+)
+COPY_BRANCH_NAMES = All(
+    "copy_branch_names",
+    """
+        SELECT run_id, name FROM branch_names
+        WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY run_id""",
+    row=BranchNameRow,
+)
 # A session's catalogue row as its source holds it (metadata is JSON text; PostgreSQL casts
 # it to jsonb): created before its runs, given its head once they are all there.
 PUT_SESSION = Execute("put_session")

@@ -6,7 +6,7 @@ calls, agent attribution, compaction links, catalogue fields). A session is read
 range of runs at a time (``Chunk``), in the source's id order, so parents come before their
 children; ids are new in the target, and every link is mapped: run parents, the head, a
 compaction run's ``prior_run_id`` and ``compacted_by``, each tool call's items (found again by
-their run and position), each model call's run.
+their run and position), each model call's and trace span's run, each branch name's fork run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from . import statements as S
 from .ops import Op
 from .rows import RunRow, SessionRow
 from .search_index import index_backlog
-from .statements import CopyItemRow, CopyToolCallRow, ModelResponseRow
+from .statements import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 
 __all__ = ["Chunk", "IdMap", "mapped", "read_chunk", "session_items", "session_rows", "write_chunk"]
 
@@ -35,6 +35,8 @@ class Chunk:
     items: list[CopyItemRow]
     tool_calls: list[CopyToolCallRow]
     responses: list[ModelResponseRow]
+    spans: list[SpanRow]
+    branch_names: list[BranchNameRow]
 
 
 @dataclass(slots=True)
@@ -70,7 +72,9 @@ def read_chunk(session_id: str, runs: Sequence[RunRow]) -> Op[Chunk]:
     items = yield S.COPY_ITEMS(bounds)
     calls = yield S.COPY_TOOL_CALLS(bounds)
     responses = yield S.COPY_MODEL_RESPONSES(bounds)
-    return Chunk(runs, items, calls, responses)
+    spans = yield S.COPY_SPANS(bounds)
+    names = yield S.COPY_BRANCH_NAMES(bounds)
+    return Chunk(runs, items, calls, responses, spans, names)
 
 
 def write_chunk(
@@ -127,6 +131,18 @@ def write_chunk(
                     **_times(response, time, "started_at", "completed_at"),
                 }
             )
+        for span in chunk.spans:
+            yield S.INSERT_SPAN(
+                {
+                    **span._asdict(),
+                    "sid": sid,
+                    "run_id": ids.runs[span.run_id],
+                    **_times(span, time, "started_at", "ended_at"),
+                }
+            )
+        for branch in chunk.branch_names:
+            # A name's run is its branch's fork run, copied with this chunk or an earlier one.
+            yield S.NAME_BRANCH({"sid": sid, "id": ids.runs[branch.run_id], "name": branch.name})
         yield from index_backlog()
     if last:
         head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
