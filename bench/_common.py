@@ -408,13 +408,23 @@ async def write_turns(session: Any, turns: Sequence[Turn]) -> None:
             await session.add_items(batch)
 
 
-def turn_writer(session: Any, *, count: int, seed: int = 99, start: int = 10**6) -> Action:
-    """An action that writes the next of ``count`` new SDK turns (three ``add_items`` calls).
+def two_batches(turn: Turn) -> Turn:
+    """``turn`` as the Runner writes it when the model's answer comes with the tool's output
+    (the two-batch form): the input, then everything else in one ``add_items``."""
+    return [turn[0], [item for batch in turn[1:] for item in batch]]
+
+
+def turn_writer(
+    session: Any, *, count: int, seed: int = 99, start: int = 10**6, batches: int = 3
+) -> Action:
+    """An action that writes the next of ``count`` new SDK turns (three ``add_items`` calls,
+    or two with ``batches=2``: see ``two_batches``).
 
     Each call writes a new turn, so the history grows by 4 items per call: negligible next to
     the histories measured.
     """
-    turns = iter(make_turns(count, seed=seed, start=start))
+    made = make_turns(count, seed=seed, start=start)
+    turns = iter(made if batches == 3 else [two_batches(turn) for turn in made])
 
     async def one_turn() -> None:
         await write_turns(session, [next(turns)])

@@ -20,7 +20,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import ITEMS_PER_TURN, fill_store, history, make_turns, settle, write_turns
+from _common import (
+    ITEMS_PER_TURN,
+    fill_store,
+    history,
+    make_turns,
+    settle,
+    two_batches,
+    write_turns,
+)
 from turnstore import Store, StructuredSession
 
 
@@ -76,7 +84,8 @@ async def _statements(store: Store, action: Callable[[], Awaitable[Any]]) -> int
 
 
 async def measure_size(directory: Path, size: int, turns: int) -> list[tuple[str, float]]:
-    """Per-call counts at ``size`` items: a write turn (three ``add_items``), a full read."""
+    """Per-call counts at ``size`` items: a write turn (three ``add_items``, and the two-batch
+    form), a full read."""
     path = directory / f"counts-{size}.db"
     store = Store.open(path)
     try:
@@ -84,7 +93,7 @@ async def measure_size(directory: Path, size: int, turns: int) -> list[tuple[str
         settle(path)
         session = StructuredSession("bench", store)
         counter = Counter(store)
-        new = iter(make_turns(2 * turns + 1, seed=99, start=10**6))
+        new = iter(make_turns(4 * turns + 1, seed=99, start=10**6))
         await write_turns(session, [next(new)])  # warm: statements checked, caches filled
         await session.get_items()
 
@@ -92,17 +101,25 @@ async def measure_size(directory: Path, size: int, turns: int) -> list[tuple[str
             for _ in range(turns):
                 await write_turns(session, [next(new)])
 
+        async def write_two() -> None:
+            for _ in range(turns):
+                await write_turns(session, [two_batches(next(new))])
+
         async def read() -> None:
             for _ in range(turns):
                 await session.get_items()
 
         statements = await _statements(store, write)
         calls = await counter.count(write)
+        statements_two = await _statements(store, write_two)
+        calls_two = await counter.count(write_two)
         read_calls = await counter.count(read)
-        read_size = size + ITEMS_PER_TURN * (2 * turns + 1)
+        read_size = size + ITEMS_PER_TURN * (4 * turns + 1)
         return [
             (f"write turn @{size}: statements", statements / turns),
             (f"write turn @{size}: Python calls", calls / turns),
+            (f"write 2-batch turn @{size}: statements", statements_two / turns),
+            (f"write 2-batch turn @{size}: Python calls", calls_two / turns),
             (f"get_items() @{read_size}: Python calls", read_calls / turns),
         ]
     finally:

@@ -5,7 +5,8 @@ PostgreSQL; ``cli_target`` and ``new_target`` give the CLI's and the viewer's te
 as one string (a SQLite file, or a Postgres URL naming a schema of its own), over the module's
 ``target_backend``. Postgres is reached through ``TURNSTORE_TEST_POSTGRES_URL`` (default: the
 project's local server), or ``TURNSTORE_TEST_CITUS_URL`` for the opt-in Citus run
-(tests/citus.py); each test gets a schema of its own, dropped afterwards. Without a
+(tests/citus.py); each test gets a schema of its own (an emptied one where it can:
+tests/schemapool.py), dropped afterwards. Without a
 server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from schemapool import SchemaPool
 from sqlscope import uncolocated
 from turnstore import Store
 
@@ -32,6 +35,9 @@ POSTGRES_URL = os.environ.get("TURNSTORE_TEST_CITUS_URL") or os.environ.get(
     "TURNSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# Emptied schemas for the conformance tests (not on Citus: tests/citus.py distributes each
+# schema as it is created, and checks each statement's plan there).
+SCHEMAS = None if os.environ.get("TURNSTORE_TEST_CITUS_URL") else SchemaPool(POSTGRES_URL)
 
 BACKENDS = [
     pytest.param("sqlite-file", id="sqlite-file"),
@@ -104,20 +110,36 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def db_target(backend_name: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def db_target(
+    backend_name: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(target, options) that open one fresh database of the test's backend.
 
     Every store opened with them sees the same database, except ``:memory:``, which is one
-    database per store.
+    database per store. A PostgreSQL schema is an emptied one (tests/schemapool.py) unless the
+    test names this fixture itself: such a test sees how the database is made, so it gets a
+    schema that does not exist yet.
     """
     if backend_name == "sqlite-file":
         yield str(tmp_path / "turnstore.db"), {}
     elif backend_name == "sqlite-memory":
         yield ":memory:", {}
-    else:
+    elif SCHEMAS is None or "db_target" in inspect.signature(request.function).parameters:
         schema = f"t_{uuid.uuid4().hex[:12]}"
         yield POSTGRES_URL, {"schema": schema}
         _drop_schema(schema)
+    else:
+        schema = SCHEMAS.take()
+        yield POSTGRES_URL, {"schema": schema}
+        SCHEMAS.give_back(schema)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _drain_schemas() -> Iterator[None]:
+    """Drop the schemas kept for reuse when the run ends."""
+    yield
+    if SCHEMAS is not None:
+        SCHEMAS.drain()
 
 
 @pytest.fixture

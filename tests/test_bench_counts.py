@@ -19,4 +19,6 @@ def test_the_count_benchmark_counts_both_threads(tmp_path: Path) -> None:
     assert rows["write turn @100: statements"] > 6
     # The worker thread's calls are counted too: the operation's generators run there.
     assert rows["write turn @100: Python calls"] > 100
-    assert rows["get_items() @112: Python calls"] > 100
+    # The two-batch form: two transactions.
+    assert rows["write 2-batch turn @100: statements"] > 4
+    assert rows["get_items() @120: Python calls"] > 50

@@ -12,6 +12,9 @@ import asyncio
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from conftest import database_target, target_sql
 from turnstore import Store, extras
 from turnstore.cli import app
 from turnstore.demo import run_demo
+from turnstore.store.base import StoreBase
 
 pytestmark = pytest.mark.e2e
 
@@ -217,6 +221,62 @@ def test_query_refuses_every_write(cli_target: str, statement: str) -> None:
     assert "x" not in [row[0] for row in titles]
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM runs RETURNING id",
+        "WITH t AS (SELECT 0 AS n) DELETE FROM runs WHERE id > (SELECT n FROM t) RETURNING id",
+        "UPDATE sessions SET title = 'x' RETURNING session_id",
+    ],
+)
+def test_query_refuses_a_write_as_read_only(cli_target: str, statement: str) -> None:
+    """A statement that writes is refused as what it is: a write asked of a read-only
+    store (``ReadOnlyError``), not as a failing database (nor, on PostgreSQL, a replica)."""
+    asyncio.run(_two_sessions(cli_target))
+    error = json_error(cli("query", statement, "--db", cli_target, "--json", code=1))
+    assert error["type"] == "ReadOnlyError", error
+    assert "replica" not in error["message"]
+    assert target_sql(cli_target, "SELECT count(*) FROM runs") == [(2,)]
+
+
+@pytest.mark.postgres
+def test_query_keeps_nothing_a_read_only_transaction_allows(tmp_path: Path) -> None:
+    """PostgreSQL lets a READ ONLY transaction create a large object (and queue a NOTIFY):
+    the statement's transaction is rolled back, never committed, so none of it is kept."""
+    with database_target("postgres", tmp_path) as db:
+        asyncio.run(_two_sessions(db))
+        oid = 424_242_424
+        made = json.loads(
+            cli("query", f"SELECT lo_create({oid}) AS oid", "--db", db, "--json").stdout
+        )
+        assert made == [{"oid": oid}]
+        kept = "SELECT count(*) FROM pg_largeobject_metadata WHERE oid = {oid}::oid"
+        assert target_sql(db, kept, oid=oid) == [(0,)]
+
+
+@pytest.mark.postgres
+def test_a_dropped_connection_is_one_json_error(tmp_path: Path) -> None:
+    """A statement that ends its own connection (as a server restart would, for every retry):
+    after --json, stderr holds the one JSON error, not psycopg's warnings ahead of it (which
+    logging's last resort prints where nothing configured logging: a real process, not
+    pytest's runner)."""
+    with database_target("postgres", tmp_path) as db:
+        asyncio.run(_two_sessions(db))
+        statement = "SELECT pg_terminate_backend(pg_backend_pid())"
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        proc = subprocess.run(
+            [sys.executable, "-m", "turnstore", "query", statement, "--db", db, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": src},
+            check=False,
+        )
+    assert proc.returncode == 1
+    [line] = proc.stderr.strip().splitlines()
+    assert json.loads(line)["error"]["type"] == "ConnectionFailedError"
+
+
 def test_query_cannot_attach_a_file(tmp_path: Path) -> None:
     """SQLite's ATTACH would open, and create, another file for writing."""
     db = str(tmp_path / "t.db")
@@ -266,14 +326,41 @@ def test_prune_dry_run_then_prune(cli_target: str) -> None:
     assert "Deleted 0 sessions" in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
 
 
+def test_prune_keeps_a_session_written_just_before_its_delete(
+    cli_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that lands after prune read the session (its page, or again before deleting)
+    keeps it: the delete itself says "only if still idle", in one statement."""
+    asyncio.run(_two_sessions(cli_target))
+    _age(cli_target, "idle")
+    real = StoreBase._write
+
+    async def written_first(self: Any, sid: str, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("ends_session"):  # the delete: another process writes just before it
+            async with Store.open(cli_target) as other:
+                await other.add_items(sid, [user("back again")])
+        return await real(self, sid, *args, **kwargs)
+
+    monkeypatch.setattr(StoreBase, "_write", written_first)
+    assert json.loads(cli("prune", "--idle-for", "90d", "--db", cli_target, "--json").stdout) == []
+    assert _sessions(cli_target) == ["busy", "idle"]
+    statement = "SELECT user_message FROM runs WHERE session_id = 'idle' ORDER BY id"
+    rows = target_sql(cli_target, statement)
+    assert [row[0] for row in rows] == ["q", "back again"]
+
+
 async def _more_idle(target: str) -> None:
     async with Store.open(target) as store:
         for sid in ("idle-2", "idle-3"):
             await store.add_items(sid, [user("q")])
 
 
-@pytest.mark.parametrize("value", ["90", "0d", "-1d", "90x", "d", "1.5d", ""])
+@pytest.mark.parametrize(
+    "value", ["90", "0d", "-1d", "90x", "d", "1.5d", "", "\u0669\u0660d", "999999999w", "3000000d"]
+)
 def test_prune_refuses_a_bad_duration(cli_target: str, value: str) -> None:
+    """Digits are ASCII ones; a duration reaching back before year 1 is refused, not a
+    traceback (the cutoff would overflow)."""
     asyncio.run(_two_sessions(cli_target))
     result = cli("prune", "--idle-for", value, "--db", cli_target, code=1)
     assert "--idle-for takes a duration" in result.stderr

@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,45 +25,20 @@ from hypothesis import strategies as st
 
 from builders import assistant, call, output, user
 from conftest import _drop_schema, database_target, postgres_target, sql, target_exists
+from richdb import assert_rich, build_rich, dump
 from test_exactly_once import proxy  # noqa: F401 - the fixture, for this module too
 from test_roundtrip_property import items as roundtrip_items
 from turnstore import (
     CopySummary,
     InvalidOperationError,
+    ReadOnlyError,
     SessionNotFoundError,
     Store,
-    StructuredSession,
     TurnstoreError,
     Usage,
     copy,
 )
-from turnstore.core.spans import SpanRecord
-
-# Columns that hold a run's id, an item's id; the rest are compared as they are.
-_RUN_LINKS = {"parent_id", "prior_run_id", "compacted_by", "head_run_id", "run_id"}
-_ITEM_LINKS = {"call_item_id", "output_item_id"}
-# What a copy does not carry (see turnstore.transfer), and derived columns.
-# spans and branch_names (landed meanwhile): not carried yet (docs/cli.md).
-_NOT_COPIED = {"operations", "sdk_adopted"}
-_DERIVED = {"search_vector"}
-_COPIED_TABLES = {
-    "sessions",
-    "runs",
-    "items",
-    "tool_calls",
-    "model_responses",
-    "spans",
-    "branch_names",
-}
-
-HOSTILE = [
-    "lone \ud800 surrogate",
-    "nul \x00 inside",
-    "mark \ufdd0 noncharacter",
-    "é" * 50_000,
-    "",
-    "'; DROP TABLE runs; --",
-]
+from turnstore import transfer as transfer_module
 
 
 @pytest.fixture
@@ -76,211 +52,13 @@ def targets(tmp_path: Path) -> Iterator[dict[str, str]]:
         }
 
 
-async def _runner_conversation(store: Store, session_id: str) -> None:
-    """A conversation through the real Runner with the session's hooks: a tool call with its
-    timing, a handoff (agent attribution), model calls with usage."""
-    from agents import Agent, Runner, function_tool
-    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-    from agents.usage import InputTokensDetails, OutputTokensDetails
-    from agents.usage import Usage as SDKUsage
-
-    def usage(inp: int, out: int) -> SDKUsage:
-        return SDKUsage(
-            requests=1,
-            input_tokens=inp,
-            output_tokens=out,
-            total_tokens=inp + out,
-            input_tokens_details=InputTokensDetails(cached_tokens=1, cache_write_tokens=0),
-            output_tokens_details=OutputTokensDetails(reasoning_tokens=2),
-        )
-
-    @function_tool
-    def weather(city: str) -> str:
-        """The weather."""
-        return f"Rain in {city}"
-
-    model = ScriptedModel(
-        [
-            ModelStep(
-                output=[function_call("weather", {"city": "Oslo"}, call_id="c1")],
-                usage=usage(10, 2),
-            ),
-            ModelStep(output=[assistant_message("It rains.")], usage=usage(20, 3)),
-            ModelStep(
-                output=[function_call("transfer_to_billing", {}, call_id="h1")], usage=usage(5, 1)
-            ),
-            ModelStep(output=[assistant_message("Billing here.")], usage=usage(7, 4)),
-        ]
-    )
-    billing = Agent("Billing", model=model)
-    agent = Agent("Assistant", model=model, tools=[weather], handoffs=[billing])
-    session = StructuredSession(session_id, store, user_id="ann", metadata={"z": 1, "a": [2]})
-    await Runner.run(agent, "Weather in Oslo?", session=session, hooks=session.hooks)
-    await Runner.run(agent, "A billing question", session=session, hooks=session.hooks)
-
-
-async def _spans(store: Store, session_id: str, run_id: int) -> None:
-    start = datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
-    spans = [
-        SpanRecord(
-            run_id=run_id,
-            trace_id="trace_1",
-            span_id=f"span_{n}",
-            parent_span_id=None if n == 0 else "span_0",
-            kind=kind,
-            name=name,
-            started_at=store.backend.bind_time(start + timedelta(milliseconds=n)),
-            ended_at=store.backend.bind_time(start + timedelta(milliseconds=5 + n)),
-            duration_ms=5.0,
-            error=error,
-            data=json.dumps({"input": HOSTILE[2], "n": n}),
-        )
-        for n, (kind, name, error) in enumerate(
-            [("agent", "Assistant", None), ("function", "lookup", "boom: it's <broken>")]
-        )
-    ]
-    await store._record_spans(session_id, spans)
-
-
-async def build_rich(store: Store) -> None:
-    """Sessions holding everything turnstore stores."""
-    await _runner_conversation(store, "runner")
-    # A tree: five turns, an edit of the third (a branch), the head moved back, usage.
-    for n in range(5):
-        await store.add_items("tree", [user(f"q{n}"), assistant(f"a{n}")], Usage(1, n, n, 2 * n))
-    runs = await store.runs("tree")
-    edited = await store.fork("tree", runs[2].id, "q2, edited")
-    await store.add_items("tree", [call("k1", "lookup"), output("k1", "found"), assistant("ok")])
-    await store.move_head("tree", runs[4].id, to_parent=False)
-    await store.update_session("tree", user_id="bob", title="A tree", metadata={"k": "v"})
-    # Named branches: the edit's (by its fork run) and the first one's.
-    await store.name_branch("tree", runs[2].id, "<b>first</b> \U0001f600")
-    await store.name_branch("tree", edited.id, "edited 'q2'")
-    # Trace spans as turnstore.tracing stores them: a parent and a failed child.
-    await _spans(store, "tree", runs[1].id)
-    # Compaction: the model's view replaced, the transcript kept and linked.
-    for n in range(3):
-        await store.add_items("compacted", [user(f"c{n}"), assistant(f"r{n}")])
-    assert await store.compact("compacted", [user("summary of c0..c2")])
-    await store.add_items("compacted", [user("after"), assistant("compacted answer")])
-    # An approval left pending, an output with no call.
-    await store.add_items("pending", [user("delete it"), call("p1", "delete_file")])
-    await store.add_items("orphan", [user("hi"), output("zz", "orphan output")])
-    # Hostile strings in items, keys in odd orders, a hostile session id, title and metadata.
-    for n, text in enumerate(HOSTILE):
-        item = {"z": text, "role": "user", "content": text, "a": {"y": 1, "b": [text]}}
-        await store.add_items("hostile 'id' \u00e9\U0001f600", [item, assistant(text, f"m{n}")])
-    await store.update_session(
-        "hostile 'id' \u00e9\U0001f600", title="t\u00e9\U0001f600", metadata={"q": "\u00e9"}
-    )
-    # A session with catalogue fields and no runs.
-    await store.update_session("bare", user_id="ann", title="nothing yet")
-
-
-async def _columns(store: Store, table: str) -> list[str]:
-    if store.backend.dialect == "sqlite":
-        rows = await sql(store, f"SELECT name FROM pragma_table_info('{table}') ORDER BY cid")
-    else:
-        rows = await sql(
-            store,
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = {t} ORDER BY ordinal_position",
-            t=table,
-        )
-    return [name for (name,) in rows if name not in _DERIVED]
-
-
-async def _tables(store: Store) -> set[str]:
-    if store.backend.dialect == "sqlite":
-        rows = await sql(
-            store,
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'items_fts%' "
-            "AND name NOT IN ('sqlite_sequence', 'turnstore_schema')",
-        )
-    else:
-        rows = await sql(
-            store,
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-            "current_schema() AND table_type = 'BASE TABLE' AND table_name <> 'turnstore_schema'",
-        )
-    return {name for (name,) in rows}
-
-
-def _value(column: str, value: Any) -> Any:
-    """A value comparable across backends: times as UTC datetimes, metadata decoded."""
-    if value is not None and (column.endswith("_at")):
-        when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-        return when.astimezone(timezone.utc)
-    if column == "metadata":
-        return json.loads(value) if isinstance(value, str) else value
-    return value
-
-
-async def dump(store: Store) -> dict[str, list[dict[str, Any]]]:
-    """Every copied table, rows in (session, id) order, every id as (session, ordinal)."""
-    tables = await _tables(store)
-    unknown = tables - _COPIED_TABLES - _NOT_COPIED
-    assert not unknown, f"tables the copy does not know: {unknown} (carry them in core.transfer)"
-    raw: dict[str, tuple[list[str], list[tuple[Any, ...]]]] = {}
-    for table in sorted(_COPIED_TABLES):
-        columns = await _columns(store, table)
-        # Run ids are new in a copy but keep their order: a row without an id sorts by its run.
-        order = "session_id" + next((f", {key}" for key in ("id", "run_id") if key in columns), "")
-        rows = await sql(store, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
-        raw[table] = (columns, rows)
-    ordinal: dict[str, dict[int, tuple[str, int]]] = {}
-    for table in ("runs", "items"):
-        columns, rows = raw[table]
-        seen: dict[str, int] = {}
-        mapping = ordinal[table] = {}
-        for row in rows:
-            record = dict(zip(columns, row, strict=True))
-            sid = record["session_id"]
-            mapping[record["id"]] = (sid, seen.setdefault(sid, 0))
-            seen[sid] += 1
-    result: dict[str, list[dict[str, Any]]] = {}
-    for table, (columns, rows) in raw.items():
-        records = []
-        for row in rows:
-            record = {}
-            for column, value in zip(columns, row, strict=True):
-                if column == "id":
-                    continue
-                if column in _RUN_LINKS and value is not None:
-                    value = ordinal["runs"].get(value, ("dangling", value))
-                elif column in _ITEM_LINKS and value is not None:
-                    value = ordinal["items"].get(value, ("dangling", value))
-                record[column] = _value(column, value)
-            records.append(record)
-        result[table] = records
-    return result
-
-
-def _assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
-    """The database holds what a copy could lose (so that the comparison means something)."""
-    runs, calls = tables["runs"], tables["tool_calls"]
-    assert any(run["agent_name"] == "Billing" and run["model"] for run in runs)
-    assert any(run["kind"] == "compaction" and run["prior_run_id"] is None for run in runs)
-    assert any(run["compacted_by"] is not None for run in runs)
-    assert any(run["cached_tokens"] and run["reasoning_tokens"] for run in runs)
-    assert {run["status"] for run in runs} >= {"completed", "interrupted", "compacted"}
-    assert any(call["duration_ms"] is not None and call["started_at"] for call in calls)
-    assert any(call["output_item_id"] is None for call in calls)
-    assert any(call["call_item_id"] is None for call in calls)
-    assert len(tables["model_responses"]) == 4
-    assert [span["error"] for span in tables["spans"]] == [None, "boom: it's <broken>"]
-    assert len(tables["branch_names"]) == 2
-    assert {s["user_id"] for s in tables["sessions"]} == {"ann", "bob", None}
-    assert any(s["head_run_id"] is None for s in tables["sessions"])
-
-
 async def test_round_trip_sqlite_postgres_sqlite_keeps_every_table(
     targets: dict[str, str],
 ) -> None:
     async with Store.open(targets["sqlite"]) as source:
         await build_rich(source)
         before = await dump(source)
-    _assert_rich(before)
+    assert_rich(before)
     first = await copy(targets["sqlite"], targets["postgres"])
     second = await copy(targets["postgres"], targets["back"])
     for summary in (first, second):
@@ -394,6 +172,38 @@ async def test_new_runs_in_the_source_are_copied_on_top(new_target: Any, tmp_pat
         assert await dump(dst) == await dump(src)
 
 
+async def test_a_source_written_during_the_copy_is_copied_consistently(
+    new_target: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's head run gains an item (and the session a new run) after the copy listed
+    the session's runs, before it read the last ones: each run is copied as it is when its
+    items are read, never with fewer items than it holds; the next copy completes the rest."""
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=1)
+    target = new_target()
+    real = transfer_module.write_rows
+    async with Store.open(source) as src:
+
+        async def written_meanwhile(*args: Any, **kwargs: Any) -> Any:
+            if not written:
+                written.append(True)
+                await src.add_items("s0", [assistant("and one more thing")])  # the head run
+                await src.add_items("s0", [user("a new run"), assistant("yes")])
+            return await real(*args, **kwargs)
+
+        written: list[bool] = []
+        monkeypatch.setattr(transfer_module, "write_rows", written_meanwhile)
+        await copy(source, target, chunk_items=3)
+        monkeypatch.setattr(transfer_module, "write_rows", real)
+        async with Store.open(target) as dst:
+            for run in await dst.runs("s0"):
+                assert len(await dst.run_items(run.id)) == run.item_count
+        summary = await copy(source, target, chunk_items=3)
+        assert (summary.conflicts, summary.resumed) == ([], 1)
+        async with Store.open(target) as dst:
+            assert await dump(dst) == await dump(src)
+
+
 async def test_a_session_that_differs_in_the_target_is_reported_not_merged(
     new_target: Any, tmp_path: Path
 ) -> None:
@@ -450,6 +260,42 @@ async def test_refusals(tmp_path: Path) -> None:
     async with Store.open(":memory:") as one, Store.open(":memory:") as other:
         await one.add_items("m", [user("in memory")])
         assert (await copy(one, other)).copied == 1  # two databases, though both ':memory:'
+
+
+@pytest.mark.postgres
+async def test_one_postgres_database_named_two_ways_is_refused(tmp_path: Path) -> None:
+    """Two URLs naming one server differently (localhost and 127.0.0.1; here a host list that
+    names it twice) and the same schema are one database. Copied onto itself, a session
+    written meanwhile would differ, and ``replace=True`` would delete it in the "target" and
+    then read it back from the "source" (the same rows), empty."""
+    with (
+        database_target("postgres", tmp_path) as db,
+        database_target("postgres", tmp_path) as other,
+    ):
+        await _small_source(db, sessions=1)
+        parts = urlsplit(db)
+        server = parts.netloc.rpartition("@")[2]
+        same = urlunsplit(parts._replace(netloc=f"{parts.netloc},{server}"))
+        with pytest.raises(InvalidOperationError, match="one database"):
+            await copy(db, same, replace=True)
+        assert (await copy(same, other)).copied == 1  # another schema: another database
+
+
+async def test_a_target_that_cannot_be_written_stops_the_copy(
+    new_target: Any, tmp_path: Path
+) -> None:
+    """A read-only target refuses the first session's write, and would refuse every other
+    alike: the copy stops with ``ReadOnlyError`` instead of reporting each session failed."""
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=2)
+    target = new_target()
+    async with Store.open(target):
+        pass  # created, empty
+    async with Store.open(target, read_only=True) as read_only:
+        with pytest.raises(ReadOnlyError):
+            await copy(source, read_only)
+    async with Store.open(target) as dst:
+        assert (await dst.sessions()).sessions == []
 
 
 def test_the_summary_is_a_dataclass_scripts_can_read() -> None:
@@ -695,7 +541,7 @@ async def test_a_session_the_target_cannot_hold_is_reported_and_the_rest_copied(
 
 
 # ---------------------------------------------------------------------------------------------
-# Exports: what `import` reads back (everything but what only `copy` carries: see docs/cli.md)
+# Exports: what `import` reads back (every table: tests/test_export_roundtrip.py)
 
 
 async def _runs(path: str) -> list[tuple[Any, ...]]:
@@ -744,3 +590,25 @@ def test_an_export_of_every_session_imports_with_usage_and_the_tree(
 
     if fmt == "json":  # the JSON document carries the catalogue fields
         assert asyncio.run(catalogue(target)) == asyncio.run(catalogue(source))
+
+
+@pytest.mark.parametrize("chunk_items", [1, 2, 2000])
+async def test_items_keep_their_order_when_an_older_branch_grows_later(
+    store: Store, chunk_items: int
+) -> None:
+    """An item added to an older branch's open run after newer runs (head moved back, the
+    run continued) is newer than their items: chunks never cut between them, so the target
+    numbers every item in the source's order, whatever the chunk size."""
+    await store.add_items("p", [user("a"), assistant("A")])
+    await store.add_items("p", [user("b"), call("c1", "t")])
+    first, second = (run for run, _ in await store.tree("p"))
+    await store.move_head("p", first.id, to_parent=False)
+    await store.add_items("p", [user("c"), assistant("C")])
+    await store.move_head("p", second.id, to_parent=False)
+    await store.add_items("p", [output("c1", "done"), assistant("B")])
+    [(run_id,)] = await sql(store, "SELECT run_id FROM items ORDER BY id DESC LIMIT 1")
+    assert run_id == second.id  # the newest item is on the older branch
+    async with Store.open(":memory:") as target:
+        summary = await copy(store, target, chunk_items=chunk_items)
+        assert summary.copied == 1
+        assert await dump(target) == await dump(store)

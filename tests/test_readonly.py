@@ -32,12 +32,14 @@ from builders import assistant, user
 from conftest import sql
 from turnstore import (
     ConfigurationError,
+    ConnectionFailedError,
     ReadOnlyError,
     SchemaError,
     Store,
 )
 from turnstore.sqlite import migrations as sqlite_migrations
 from turnstore.sqlite import sqlite_file_kind
+from turnstore.sqlite.errors import driver_error
 
 ITEMS = [user("where is the zebra"), assistant("behind the giraffe")]
 
@@ -430,6 +432,18 @@ def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(
 
 
 # ---------------------------------------------------------------------------------------------
+def test_a_file_sqlite_cannot_open_names_the_likely_cause(tmp_path: Path) -> None:
+    """On a read-only mount SQLite opens the file but not the -shm a WAL database needs, and
+    says only "unable to open database file" (a StorageError, raised from the first read): the
+    error says what to try. Mounting needs privileges, so SQLite's own error is made here."""
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        sqlite3.connect(f"{(tmp_path / 'missing' / 'x.db').as_uri()}?mode=ro", uri=True)
+    error = driver_error(caught.value, "x.db")
+    assert isinstance(error, ConnectionFailedError)
+    assert "cannot open x.db" in str(error)
+    assert "read_only=True" in str(error)
+
+
 # Foreign files
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from builders import assistant, call, output, user
 from conftest import sql
-from turnstore import Store
+from turnstore import ConflictError, SessionNotFoundError, Store
 from turnstore.core.ops import Op, Query
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text(encoding="utf-8")
@@ -50,7 +53,9 @@ async def test_python_retention_loop_removes_idle_sessions_whole(store: Store) -
         await store.sessions(updated_before=cutoff, order_by="updated_at", limit=1)
     ).sessions:
         for info in sessions:
-            await store.delete_session(info.session_id)
+            # Written since the page was read (kept), or deleted meanwhile.
+            with contextlib.suppress(ConflictError, SessionNotFoundError):
+                await store.delete_session(info.session_id, updated_before=cutoff)
     assert await _left(store) == {table: ["new"] for table in TABLES}
     assert await store.get_items("new") == [
         user("q"),
@@ -58,6 +63,23 @@ async def test_python_retention_loop_removes_idle_sessions_whole(store: Store) -
         output("c", "o"),
         assistant("a"),
     ]
+
+
+async def test_a_delete_of_an_idle_session_keeps_one_written_since(store: Store) -> None:
+    """``delete_session(updated_before=)`` deletes only a session still idle: a write between
+    reading the catalogue and deleting keeps the session (``ConflictError``), whole."""
+    await _two_old_one_new(store)
+    cutoff = datetime.now(timezone.utc) - timedelta(days=90)
+    page = await store.sessions(updated_before=cutoff, order_by="updated_at", limit=10)
+    assert sorted(info.session_id for info in page.sessions) == ["old-1", "old-2"]
+    await store.add_items("old-1", [user("back again")])  # after the page was read
+    with pytest.raises(ConflictError, match="old-1"):
+        await store.delete_session("old-1", updated_before=cutoff)
+    await store.delete_session("old-2", updated_before=cutoff)
+    with pytest.raises(SessionNotFoundError):
+        await store.delete_session("old-2", updated_before=cutoff)
+    assert await _left(store) == {table: ["new", "old-1"] for table in TABLES}
+    assert (await store.get_items("old-1"))[-1] == user("back again")
 
 
 async def test_sql_retention_statement_of_the_docs(store: Store, backend_name: str) -> None:

@@ -95,6 +95,9 @@ async def test_one_query_that_searches_indexes(store: Store) -> None:
         sql = postgres.SQL[S.SESSION_SUMMARIES]
 
         def plan() -> Any:
+            # On Citus (tests/citus.py) the workers plan the shards: the setting reaches them
+            # only when propagated (a placeholder, unused, on plain PostgreSQL).
+            yield Query("SET LOCAL citus.propagate_set_commands = 'local'", raw=True)
             yield Query("SET LOCAL enable_seqscan = off", raw=True)
             return (yield Query(f"EXPLAIN {sql}", params, Fetch.ALL, raw=True))
 

@@ -66,7 +66,6 @@ CROSS_SESSION = {
 SQLITE_KEYED_BY_ID = {
     "ancestors_child_counts": "walks up from a run found by session",
     "first_item": "the first item of a run found by session",
-    "items_of_runs": "runs of a window read by session",
     "last_item": "the last item of the locked head run",
     "run_items_before": "items of the locked head run, or of a run found by id",
     "shrink_run": "the locked head run",

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +23,15 @@ from agents import (
     Agent,
     GuardrailFunctionOutput,
     InputGuardrailTripwireTriggered,
+    RunConfig,
     RunContextWrapper,
     Runner,
     function_tool,
     input_guardrail,
 )
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from agents.tracing import set_trace_processors, set_tracing_disabled, trace
+from agents.tool import default_tool_error_function
+from agents.tracing import custom_span, set_trace_processors, set_tracing_disabled, trace
 
 from conftest import sql
 from test_e2e_runner import MODES, drive
@@ -61,13 +66,20 @@ def spans_on() -> Iterator[SpanStore]:
         yield processor
 
 
-def _failure(ctx: RunContextWrapper[Any], error: Exception) -> str:
-    return "the lookup failed"
+# What the SDK's default handler tells the model of a tool that raised (0.23 and later: no
+# exception text; 0.22: the text too).
+TOLD_THE_MODEL = default_tool_error_function(None, RuntimeError(ERROR))  # type: ignore[arg-type]
 
 
-@function_tool(failure_error_function=_failure)
+@function_tool(failure_error_function=tracing.trace_tool_error)
 def lookup(key: str) -> str:
     """Look a key up (it always fails)."""
+    raise RuntimeError(ERROR)
+
+
+@function_tool
+def lookup_quietly(key: str) -> str:
+    """Look a key up (it always fails; the SDK's default error handler)."""
     raise RuntimeError(ERROR)
 
 
@@ -189,7 +201,9 @@ async def test_a_turn_stores_its_spans(store: Store, spans_on: SpanStore, mode: 
     calls = {call.call_id: call for call in await store.tool_calls(session_id="s")}
     assert calls["c1"].status == "failed"
     assert calls["c1"].error == failed.error
-    assert calls["c1"].output == "the lookup failed"
+    [told] = await sql(store, "SELECT output FROM tool_calls WHERE call_id = 'c1'")
+    assert told[0].startswith("An error occurred while running the tool.")
+    assert "disk on fire" not in TOLD_THE_MODEL or "disk on fire" in told[0]
     assert calls["c2"].status == "rejected"
     assert calls["c2"].error is None
     assert not calls["c2"].failed
@@ -259,6 +273,38 @@ async def test_concurrent_runner_calls_attribute_every_span(
     assert every[0][0] == attributed
 
 
+@pytest.mark.parametrize(
+    ("tool", "sensitive"),
+    [(lookup, False), (lookup_quietly, True)],
+    ids=["trace_tool_error, sensitive data off", "the SDK's default handler"],
+)
+async def test_a_tool_error_is_kept_only_where_the_sdk_traces_it(
+    store: Store, spans_on: SpanStore, tool: Any, sensitive: bool
+) -> None:
+    """turnstore stores the exception's text only where the SDK lets it into the traces: not
+    with ``trace_include_sensitive_data=False``, and not from the default handler of SDK 0.23
+    and later (which keeps it from the model too; 0.22 gave it to both)."""
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call(tool.name, {"key": "k"}, call_id="c1")]),
+            ModelStep(output=[assistant_message("Sorry.")]),
+        ],
+        emit_traces=True,
+    )
+    agent = Agent("A", model=model, tools=[tool])
+    config = RunConfig(trace_include_sensitive_data=sensitive)
+    await Runner.run(agent, "look", session=StructuredSession("s", store), run_config=config)
+    await tracing.aflush()
+    [call] = await store.tool_calls(session_id="s")
+    [span] = [span for span in await store.spans(session_id="s") if span.kind == "function"]
+    assert call.status == "failed"
+    assert span.error is not None
+    told = "disk on fire" in TOLD_THE_MODEL
+    assert ("disk on fire" in span.error) is (sensitive and told)
+    # What the model was told is in the conversation anyway: the call's error is read from it.
+    assert ("disk on fire" in (call.error or "")) is told
+
+
 async def test_runs_without_a_turnstore_session_are_ignored(
     store: Store, spans_on: SpanStore
 ) -> None:
@@ -282,6 +328,100 @@ async def test_runs_without_a_turnstore_session_are_ignored(
     assert not spans_on.pending()
     rows = await sql(store, "SELECT run_id, count(*) FROM spans GROUP BY run_id")
     assert [tuple(row) for row in rows] == [(run.id, stored)]
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@function_tool
+def hostile_span(key: str) -> str:
+    """Record a custom span whose data JSON cannot hold as it is (and say done)."""
+    loop: dict[str, Any] = {"key": key}
+    loop["self"] = loop
+    data = {"loop": loop, ("a", 1): "tuple key", "odd": _Unprintable(), "fine": "kept"}
+    with custom_span("hostile", data=data):
+        pass
+    return "done"
+
+
+async def test_a_span_whose_data_json_cannot_hold_costs_nothing_else(
+    store: Store, spans_on: SpanStore
+) -> None:
+    """A custom span's data with a cycle, a key that is not text and a value without text:
+    the span is stored with what can be told of it, and so is every other span of the run
+    (one such span used to drop the whole batch)."""
+    model = ScriptedModel(
+        [
+            ModelStep(output=[function_call("hostile_span", {"key": "k"}, call_id="c1")]),
+            ModelStep(output=[assistant_message("ok")]),
+        ],
+        emit_traces=True,
+    )
+    agent = Agent("A", model=model, tools=[hostile_span])
+    await Runner.run(agent, "go", session=StructuredSession("s", store))
+    await tracing.aflush()
+    spans = await store.spans(session_id="s")
+    assert {"agent", "function", "custom"} <= {span.kind for span in spans}
+    [custom] = [span for span in spans if span.kind == "custom"]
+    assert custom.name == "hostile"
+    assert custom.data["data"]["fine"] == "kept"
+    assert custom.data["data"]["('a', 1)"] == "tuple key"
+
+
+FORK_SCRIPT = """
+import asyncio, multiprocessing, sys
+from agents import Agent, Runner
+from agents.testing import ModelStep, ScriptedModel, assistant_message
+from agents.tracing import set_trace_processors, set_tracing_disabled
+from turnstore import Store, StructuredSession, tracing
+
+TARGET = sys.argv[1]
+processor = tracing.install()
+set_trace_processors([processor])
+set_tracing_disabled(False)
+
+def turn(session_id):
+    model = ScriptedModel([ModelStep(output=[assistant_message("hi")])], emit_traces=True)
+    session = StructuredSession(session_id, TARGET)
+    asyncio.run(Runner.run(Agent("A", model=model), "q", session=session))
+    tracing.flush()
+
+def child():
+    turn("child")
+
+turn("parent")  # the writer thread runs in the parent now
+process = multiprocessing.get_context("fork").Process(target=child)
+process.start()
+process.join(60)  # a hang, not slowness
+if process.is_alive():
+    process.kill()
+    sys.exit("the child hung")
+assert process.exitcode == 0, process.exitcode
+turn("parent")
+
+async def counts():
+    async with Store.open(TARGET) as store:
+        return [len(await store.spans(session_id=sid)) > 0 for sid in ("parent", "child")]
+
+print(asyncio.run(counts()))
+"""
+
+
+def test_a_forked_child_records_its_own_spans(tmp_path: Path) -> None:
+    """The child of a fork (multiprocessing's fork start method) has no writer thread: the
+    parent's was not copied. Its spans are written by one of its own, and its flush returns
+    (it waited forever on the parent's)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "t.db")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[True, True]"
 
 
 async def test_a_failing_write_is_logged_not_raised(

@@ -130,3 +130,55 @@ def test_naming_a_branch_in_the_viewer(db: str) -> None:
     with client(db) as read_only:
         assert "name-branch" not in read_only.get("/sessions/forked").text
         assert read_only.post("/name-branch/forked", data={}).status_code in (404, 405)
+
+
+def test_switching_to_a_named_branch_in_the_viewer(db: str) -> None:
+    async def name_both() -> tuple[int, int]:
+        async with Store.open(db) as store:
+            branches = await store.branches("forked")
+            [first] = [b for b in branches if not b.active]
+            [edited] = [b for b in branches if b.active]
+            await store.name_branch("forked", first.leaf_run_id, "first <i>try</i>")
+            await store.name_branch("forked", edited.leaf_run_id, "edited")
+            return first.leaf_run_id, edited.leaf_run_id
+
+    async def head() -> int | None:
+        async with Store.open(db) as store:
+            info = await store.session("forked")
+            assert info is not None
+            return info.head_run_id
+
+    first, edited = asyncio.run(name_both())
+    with client(db, read_only=False) as viewer:
+        page = viewer.get("/sessions/forked").text
+        # A control on each named branch but the active one, naming it as text.
+        forms = re.findall(r'<form class="switch-branch".*?</form>', page, re.S)
+        assert len(forms) == 1
+        assert 'name="name" value="first &lt;i&gt;try&lt;/i&gt;"' in forms[0]
+        token = re.search(r'name="token" value="([^"]+)"', forms[0])
+        assert token is not None
+        form = {"token": token.group(1), "name": "first <i>try</i>"}
+        switched = viewer.post("/switch-branch/forked", data=form, follow_redirects=False)
+        assert (switched.status_code, switched.headers["location"]) == (303, "/sessions/forked")
+        assert asyncio.run(head()) == first
+        page = viewer.get("/sessions/forked").text
+        assert "another branch" not in page
+        [form_html] = re.findall(r'<form class="switch-branch".*?</form>', page, re.S)
+        assert 'value="edited"' in form_html
+        missing = viewer.post("/switch-branch/forked", data={**form, "name": "nope"})
+        assert missing.status_code == 404
+        assert "nope" in missing.text
+        assert viewer.post("/switch-branch/forked", data={**form, "name": ""}).status_code == 400
+        forged = viewer.post("/switch-branch/forked", data={**form, "token": "x"})
+        assert forged.status_code == 403
+        as_json = viewer.post("/switch-branch/forked", json=form)
+        assert as_json.status_code == 415
+        assert viewer.post("/switch-branch/nosuch", data=form).status_code == 404
+        elsewhere = {"origin": "http://evil.example"}
+        other_site = viewer.post("/switch-branch/forked", data=form, headers=elsewhere)
+        assert other_site.status_code == 403
+        assert asyncio.run(head()) == first  # none of the refused posts moved it
+    with client(db) as read_only:
+        assert "switch-branch" not in read_only.get("/sessions/forked").text
+        assert read_only.post("/switch-branch/forked", data=form).status_code in (404, 405)
+    assert edited != first

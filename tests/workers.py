@@ -19,7 +19,7 @@ from turnstore import Store, migrate
 from turnstore.core import append
 from turnstore.core.codec import prepare_items
 from turnstore.core.ops import Op
-from turnstore.core.statements import INSERT_ITEM
+from turnstore.core.statements import INSERT_ITEM, STORE_ITEM
 
 
 def context() -> multiprocessing.context.BaseContext:
@@ -123,7 +123,8 @@ def _pausing(op: Op[Any], after: int, paused: Any) -> Op[Any]:
         except StopIteration as stop:
             return stop.value
         result = yield query
-        if query.statement is INSERT_ITEM:
+        # STORE_ITEM: an item inserted without its id back (PostgreSQL, no tool call).
+        if query.statement is INSERT_ITEM or query.statement is STORE_ITEM:
             inserted += 1
             if inserted == after:
                 paused.set()

@@ -1,18 +1,23 @@
 """Export a session as JSONL of items, as JSON with its tree, or as Markdown; read JSONL back.
 
 Pure rendering over ``queries.ExportData`` (read in one transaction by ``Store.export``).
+JSONL and JSON carry everything ``turnstore copy`` carries, so that ``turnstore import``
+writes a session new to the store exactly as it was exported; Markdown is for reading only.
 
 - **jsonl**: one line per item, in tree order (a run's parent always comes before it)::
 
       {"session_id": "s1", "run_id": 7, "parent_id": 3, "position": 0,
        "created_at": "2025-01-01T12:00:00+00:00", "item": {...the verbatim item...}}
 
-  A run's first line also carries its ``"usage"`` (requests and tokens).
-  ``runs_from_jsonl`` turns these lines back into ``NewRun`` objects for
-  ``Store.add_runs``, which rebuilds the same tree (with new run ids) in another session or
-  store.
-- **json**: one object: the session's catalogue entry, its head, and its runs, each with
-  ``parent_id``, ``children``, messages, usage, items and tool calls.
+  A run's first line also carries its ``"usage"`` (requests and tokens) and ``"run"``: the
+  run's record (``exchange.run_record``: its columns, item times, tool calls, model calls,
+  spans, branch name). A session's first line also carries ``"session"``, its catalogue entry
+  (user, title, metadata, head, times); a session without runs is that one line, without
+  ``"run_id"`` or ``"item"``. ``runs_from_jsonl`` turns these lines back into ``NewRun``
+  objects for ``Store.add_runs``, which rebuilds the same tree (with new run ids) in another
+  session or store.
+- **json**: one object (``"version"`` ``VERSION``): the session's catalogue entry, its head,
+  and its runs, each the run's record (as above) with ``children`` and ``items``.
 - **markdown**: for reading: each run's user message, tool calls (arguments, output, status,
   duration), and answer; with every branch, runs in depth-first order, each fork labelled.
 """
@@ -22,15 +27,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from .core.queries import ExportData
 from .errors import InvalidItemError
-from .jsonout import dumps, fields
+from .exchange import rows_by_run, run_record
+from .jsonout import dumps
 from .model import NewRun, Run, ToolCall, Usage
 
-__all__ = ["FORMATS", "ExportFormat", "render", "runs_from_jsonl"]
+__all__ = ["FORMATS", "VERSION", "ExportFormat", "JsonlSession", "render", "runs_from_jsonl"]
+
+VERSION = 2
+"""The JSON document's ``version``: 2 adds the rows of each run that copy carries (1: items,
+tree, usage and catalogue only); an import reads both."""
 
 ExportFormat = Literal["jsonl", "json", "markdown"]
 FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown")
@@ -53,9 +64,15 @@ def render(data: ExportData, fmt: ExportFormat) -> str:
     return _markdown(data)
 
 
+def _run_records(data: ExportData) -> list[dict[str, Any]]:
+    """Each run's record (``exchange.run_record``), in the export's order."""
+    rows = rows_by_run(data.rows)
+    return [run_record(run, rows[run.id]) for run, _ in data.runs]
+
+
 def _jsonl(data: ExportData) -> str:
-    lines = []
-    for run, items in data.runs:
+    lines: list[str] = []
+    for (run, items), full in zip(data.runs, _run_records(data), strict=True):
         for position, item in enumerate(items):
             record = {
                 "session_id": run.session_id,
@@ -65,9 +82,14 @@ def _jsonl(data: ExportData) -> str:
                 "created_at": run.created_at,
                 "item": item,
             }
-            if position == 0:  # the run's tokens, once
+            if position == 0:  # the run's tokens and the rest of its rows, once
                 record["usage"] = run.usage
+                record["run"] = full
+            if not lines:  # the session's catalogue entry, on its first line
+                record["session"] = data.session
             lines.append(dumps(record))
+    if not lines:  # a session without runs: a line of its catalogue entry alone
+        lines.append(dumps({"session_id": data.session.session_id, "session": data.session}))
     return "".join(line + "\n" for line in lines)
 
 
@@ -76,15 +98,13 @@ def _json(data: ExportData) -> str:
     for run, _ in data.runs:
         children.setdefault(run.parent_id, []).append(run.id)
     runs = []
-    for run, items in data.runs:
-        record = fields(run)
+    for (run, items), record in zip(data.runs, _run_records(data), strict=True):
         record["children"] = children.get(run.id, [])
         record["items"] = items
-        record["tool_calls"] = data.tool_calls.get(run.id, [])
         runs.append(record)
     document = {
         "format": "turnstore-export",
-        "version": 1,
+        "version": VERSION,
         "all_branches": data.all_branches,
         "session": data.session,
         "roots": children.get(None, []),
@@ -175,7 +195,7 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
 
     Raises ``InvalidItemError`` naming the line for a line that is not an export record.
     """
-    return read_jsonl(lines, strict=True)[0]
+    return read_jsonl(lines, strict=True).runs
 
 
 def _run_key(value: Any) -> bool:
@@ -195,25 +215,38 @@ def _usage(counts: Any) -> Usage | None:
     return usage
 
 
-def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int]:
-    """``runs_from_jsonl``; with ``strict=False`` lines that are not export records, and the
-    lines of runs whose parent is not in the export, are skipped and counted instead.
+@dataclass
+class JsonlSession:
+    """What ``read_jsonl`` read of one session's lines."""
 
-    Returns the runs and the number of lines skipped.
+    runs: list[NewRun] = field(default_factory=list)  # parents first
+    keys: list[Any] = field(default_factory=list)  # each run's id in the export
+    records: list[Any] = field(default_factory=list)  # each run's "run" (None: not there)
+    session: Any = None  # the session's "session" record (None: not there)
+    skipped: int = 0  # lines skipped (strict=False)
+
+
+def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
+    """``runs_from_jsonl``, with each run's id and ``"run"`` record and the ``"session"``
+    record; with ``strict=False`` lines that are not export records, and the lines of runs
+    whose parent is not in the export, are skipped and counted instead.
     """
-    runs: list[NewRun] = []
+    read = JsonlSession()
     index_of: dict[Any, int] = {}
     items: dict[Any, list[Any]] = {}
     parents: dict[Any, Any] = {}
     created: dict[Any, datetime | None] = {}
     usage: dict[Any, Usage | None] = {}
+    records: dict[Any, Any] = {}
     order: list[Any] = []
-    skipped = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
+            if type(record) is dict and "session" in record and "item" not in record:
+                read.session = record["session"]  # a session without runs
+                continue
             run_id, item = record["run_id"], record["item"]
             parent_id = record.get("parent_id")
             if not _run_key(run_id) or not (parent_id is None or _run_key(parent_id)):
@@ -225,7 +258,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
             counts = _usage(record.get("usage"))
         except (ValueError, TypeError, KeyError) as exc:
             if not strict:
-                skipped += 1
+                read.skipped += 1
                 continue
             raise InvalidItemError(
                 f"line {number} is not a turnstore export record: {exc}"
@@ -237,16 +270,20 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
             created[run_id] = when
         if counts is not None:
             usage[run_id] = counts
+        if "run" in record:
+            records[run_id] = record["run"]
+        if "session" in record:
+            read.session = record["session"]
         items[run_id].append(item)
     for run_id in order:
         parent = parents[run_id]
         if parent is not None and parent not in index_of:
             if not strict:
-                skipped += len(items[run_id])
+                read.skipped += len(items[run_id])
                 continue
             raise InvalidItemError(f"run {run_id}'s parent {parent} is not in the export")
-        index_of[run_id] = len(runs)
-        runs.append(
+        index_of[run_id] = len(read.runs)
+        read.runs.append(
             NewRun(
                 items=items[run_id],
                 parent=index_of[parent] if parent is not None else None,
@@ -254,4 +291,6 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> tuple[list[NewRun], int
                 created_at=created[run_id],
             )
         )
-    return runs, skipped
+        read.keys.append(run_id)
+        read.records.append(records.get(run_id))
+    return read

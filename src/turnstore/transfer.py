@@ -22,6 +22,7 @@ ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -34,11 +35,12 @@ from typing import Any
 from . import validate
 from .core import transfer
 from .core.rows import RunRow, SessionRow, as_datetime
-from .core.transfer import Chunk, IdMap, mapped
+from .core.transfer import Chunk, IdMap, match_runs
 from .errors import (
     ClosedError,
     ConnectionFailedError,
     InvalidOperationError,
+    ReadOnlyError,
     SessionNotFoundError,
     TurnstoreError,
 )
@@ -47,12 +49,6 @@ from .store.chunks import overlapped, ranges
 from .store.copying import write_rows
 
 __all__ = ["CopySummary", "copy"]
-
-# The columns of runs (RunRow holds them all) compared as they are; the links are compared
-# through the id map, times as times.
-_LINKS = ("id", "session_id", "parent_id", "prior_run_id", "compacted_by")
-_TIMES = ("created_at", "updated_at")
-_PLAIN = tuple(name for name in RunRow._fields if name not in _LINKS + _TIMES)
 
 
 @dataclass
@@ -93,7 +89,9 @@ async def copy(
     ``user_id`` and the catalogue's time bounds (as ``Store.sessions``). A path or URL is
     opened here (the source read-only; the target created if need be) and closed after.
     ``on_items(n, total)`` reports progress: first ``(0, total items)``, then items done.
-    Raises ``InvalidOperationError`` when source and target are one database.
+    Raises ``InvalidOperationError`` when source and target are one database, and
+    ``ReadOnlyError`` when the target cannot be written (opened read-only, a file it may not
+    write): the copy stops there rather than reporting every session failed.
     """
     session_ids = _names(session_ids)
     replace = validate.flag(replace, "replace")
@@ -110,7 +108,7 @@ async def copy(
             updated_before=updated_before,
         )
         async with _opened(target, read_only=False) as dst:
-            if _same_database(src, dst):
+            if await _same_database(src, dst):
                 raise InvalidOperationError(
                     f"the source and the target are one database ({src.backend.label}): "
                     "copy into another"
@@ -149,20 +147,20 @@ async def _opened(
         await opened.aclose()
 
 
-def _same_database(a: Store, b: Store) -> bool:
+async def _same_database(a: Store, b: Store) -> bool:
+    """Whether two stores are on one database, however each was named: a SQLite file by a
+    link or ``./``; a PostgreSQL server as localhost and 127.0.0.1, by a socket or a proxy."""
     one, other = a.backend, b.backend
     if one is other:
         return True
     if one.dialect != other.dialect:
         return False
+    first = await one.run(transfer.database_identity, write=False)
+    second = await other.run(transfer.database_identity, write=False)
     if one.dialect == "sqlite":
-        # A file named two ways (a link, ./) is one database; each ':memory:' is its own.
-        memory = ":memory:" in (one.label, other.label)
-        return not memory and os.path.samefile(one.label, other.label)
-    # The label names the server and database; the schema tells databases within one apart.
-    return one.label == other.label and getattr(one, "schema", None) == getattr(
-        other, "schema", None
-    )
+        # Each ':memory:' (no file) is a database of its own.
+        return bool(first and second) and await asyncio.to_thread(os.path.samefile, first, second)
+    return first == second
 
 
 async def _selected(store: Store, session_ids: list[str] | None, **filters: Any) -> list[str]:
@@ -193,8 +191,7 @@ class _Copier:
         self.summary = summary
         self.chunk_items = chunk_items
         self.report = report
-        bind = target.backend.bind_time
-        self.time: transfer.Time = lambda value: None if value is None else bind(as_datetime(value))
+        self.time = transfer.time_binder(target.backend.bind_time)
 
     async def session(self, sid: str, *, replace: bool) -> None:
         session, runs = await self.source.backend.run(
@@ -208,7 +205,7 @@ class _Copier:
         ids = IdMap()
         state = "copied"
         if stored is not None:
-            matched = _match(runs, stored_runs)
+            matched = match_runs(runs, stored_runs)
             if (
                 matched is not None
                 and len(stored_runs) == len(runs)
@@ -230,7 +227,7 @@ class _Copier:
         done = len(ids.runs)
         try:
             await self._write(session, runs[done:], ids, first=stored is None or not done)
-        except (ConnectionFailedError, ClosedError):
+        except (ConnectionFailedError, ClosedError, ReadOnlyError):
             raise  # the next session would fail alike: stop (a new copy resumes)
         except TurnstoreError as exc:
             # What the target refuses of this session's data; the others are copied.
@@ -253,14 +250,18 @@ class _Copier:
     ) -> None:
         sid = session.session_id
         metadata = _metadata_text(session.metadata)
-        slices = ranges([run.item_count for run in runs], self.chunk_items)
+        cuts = await self.source.backend.run(
+            functools.partial(transfer.item_order_cuts, sid, runs), write=False
+        )
+        slices = ranges([run.item_count for run in runs], self.chunk_items, cuts)
         last = len(slices) - 1
 
         async def read(index: int) -> tuple[int, Chunk | None]:
             start, stop = slices[index]
-            group = runs[start:stop]
+            # The runs as they are now (the listing may be older: the source is live).
+            first_id, last_id = runs[start].id, runs[stop - 1].id
             return index, await self.source.backend.run(
-                functools.partial(transfer.read_chunk, sid, group), write=False
+                functools.partial(transfer.read_range, sid, first_id, last_id), write=False
             )
 
         async def write(value: tuple[int, Chunk | None]) -> None:
@@ -285,30 +286,6 @@ class _Copier:
             await write((-1, None))
         else:
             await overlapped(range(len(slices)), read, write)
-
-
-def _match(runs: Sequence[RunRow], stored: Sequence[RunRow]) -> IdMap | None:
-    """The id map of the runs a target session holds, when they are the source's first runs
-    (what a copy writes, in order); None when they are not."""
-    if len(stored) > len(runs):
-        return None
-    pairs = list(zip(runs[: len(stored)], stored, strict=True))
-    ids = IdMap({run.id: copied.id for run, copied in pairs})
-    for run, copied in pairs:
-        if any(getattr(run, name) != getattr(copied, name) for name in _PLAIN) or any(
-            as_datetime(getattr(run, name)) != as_datetime(getattr(copied, name)) for name in _TIMES
-        ):
-            return None
-        for name in ("parent_id", "prior_run_id"):
-            if mapped(ids.runs, getattr(run, name)) != getattr(copied, name):
-                return None
-        if run.compacted_by is not None and run.compacted_by not in ids.runs:
-            if copied.compacted_by is not None:
-                return None
-            ids.waiting.setdefault(run.compacted_by, []).append(copied.id)
-        elif mapped(ids.runs, run.compacted_by) != copied.compacted_by:
-            return None
-    return ids
 
 
 def _metadata(value: Any) -> Any:

@@ -3,6 +3,7 @@ from their modules (reading, analytics, data, server), imported by the package."
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Annotated, Any
@@ -89,6 +90,13 @@ def _root(
     ] = False,
 ) -> None:
     ctx.obj = (db, schema)
+    # The drivers' own warnings (psycopg's, on a dropped connection) would reach stderr
+    # through logging's last resort, ahead of the one error a command prints (one JSON object
+    # after --json): turnstore's error says what happened. Logging a program configures
+    # still receives them.
+    drivers = logging.getLogger("psycopg")
+    if not drivers.handlers:
+        drivers.addHandler(logging.NullHandler())
 
 
 def main() -> None:

@@ -49,9 +49,9 @@ def export(
         typer.Option(
             "--format",
             "-f",
-            help="jsonl: one item a line, with each run's usage (what `turnstore import` reads "
-            "back); json: each session's tree with usage and tool calls (an array for several "
-            "sessions); markdown: for reading.",
+            help="jsonl: one item a line, each run's rows on its first line; json: each "
+            "session's tree (an array for several sessions); both carry every row copy carries, "
+            "which `turnstore import` writes back; markdown: for reading (not imported).",
         ),
     ] = ExportFormatOption.jsonl,
     active: Annotated[

@@ -2,8 +2,10 @@
 as data (as sqlite-utils and Datasette offer).
 
 Nothing it runs can write: the database is opened read-only (SQLite's ``mode=ro``; on
-PostgreSQL a ``READ ONLY`` transaction) and one statement is taken, so that none can end the
-transaction to run another. Writing statements are refused by the database itself.
+PostgreSQL a ``READ ONLY`` transaction, rolled back at its end) and one statement is taken, so
+that none can end the transaction to run another. Writing statements are refused by the
+database itself (``ReadOnlyError``). What PostgreSQL runs outside any transaction (signalling
+a backend, reloading its configuration) is left to the role's privileges: docs/cli.md.
 """
 
 from __future__ import annotations

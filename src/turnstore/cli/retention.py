@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..errors import InvalidOperationError, SessionNotFoundError
+from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from ..model import SessionInfo
 from .database import open_store, run_command
 from .options import (
@@ -39,18 +39,22 @@ from .output import (
 __all__ = ["parse_duration", "prune"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d{1,9})([smhdw])")
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+# The longest duration whose cutoff a datetime can hold (it reaches back from now).
+_LONGEST = timedelta(days=365 * 1000)
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90d``, ``12h``, ``30m``, ``2w``, ``45s`` as a timedelta (more than zero)."""
+    """``90d``, ``12h``, ``30m``, ``2w``, ``45s`` as a timedelta (more than zero, at most a
+    thousand years)."""
     match = _DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
+    seconds = 0 if match is None else int(match.group(1)) * _UNITS[match.group(2)]
+    if not 0 < seconds <= _LONGEST.total_seconds():
         raise InvalidOperationError(
-            f"--idle-for takes a duration of more than zero, such as 90d, 12h, 30m or 2w "
-            f"(s, m, h, d, w), not {text!r}"
+            f"--idle-for takes a duration of more than zero and at most 1000 years, such as "
+            f"90d, 12h, 30m or 2w (s, m, h, d, w), not {text!r}"
         )
-    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    return timedelta(seconds=seconds)
 
 
 def prune(
@@ -95,15 +99,12 @@ def prune(
                     )
                     for info in page.sessions:
                         if not dry_run:
-                            # Read again just before: one written since the page was read
-                            # has a newer updated_at and is kept.
-                            now = await store.session(info.session_id)
-                            if now is None or now.updated_at >= cutoff:
-                                continue
+                            # Only if still idle, checked by the delete itself: one written
+                            # since the page was read is kept.
                             try:
-                                await store.delete_session(info.session_id)
-                            except SessionNotFoundError:  # deleted by someone else meanwhile
-                                continue
+                                await store.delete_session(info.session_id, updated_before=cutoff)
+                            except (ConflictError, SessionNotFoundError):  # written, or
+                                continue  # deleted by someone else, meanwhile
                         done.append(info)
                         advance(1, None)
                     if page.next_cursor is None:

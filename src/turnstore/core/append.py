@@ -91,10 +91,20 @@ def _apply_append_run(
                     "now": now,
                 }
             )
+    # Ids are read back for the items the tool-call rows below name, and for every item where
+    # the search index is fed in batches (``append``'s newest id says when: SQLite, whose ids
+    # cost nothing); any other is inserted without, which PostgreSQL queues with the next
+    # statement instead of a round trip each.
+    named = None if head.indexed_through is not None else _named_items(plan)
     for item in items:
         assert item.run.id is not None
         item.id = item.run.newest_item_id = yield from insert_item(
-            sid, item.run.id, item.position, item.prepared, now
+            sid,
+            item.run.id,
+            item.position,
+            item.prepared,
+            now,
+            want_id=named is None or item in named,
         )
     for call in calls:
         info = call.info
@@ -153,12 +163,27 @@ def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -
         yield S.SET_RUN_USAGE(params)
 
 
+def _named_items(plan: Plan) -> set[Any]:
+    """The items of ``plan`` whose ids its tool-call rows hold."""
+    named = {call.call_item for call in plan.calls}
+    named.update(call.output_item for call in plan.calls)
+    named.update(call.output_item for _, call in plan.updates)
+    return named
+
+
 def insert_item(
-    session_id: str, run_id: int, position: int, prepared: PreparedItem, now: Any
-) -> Op[int]:
-    """Store one item at ``position`` of a run; return its id."""
+    session_id: str,
+    run_id: int,
+    position: int,
+    prepared: PreparedItem,
+    now: Any,
+    *,
+    want_id: bool = True,
+) -> Op[int | None]:
+    """Store one item at ``position`` of a run; return its id (None unless ``want_id``: the
+    insert then costs PostgreSQL no round trip of its own)."""
     info = prepared.info
-    item_id: int = yield S.INSERT_ITEM(
+    item_id: int | None = yield (S.INSERT_ITEM if want_id else S.STORE_ITEM)(
         {
             "sid": session_id,
             "run_id": run_id,

@@ -114,7 +114,9 @@ def compact(
         )
         assert compaction_id is not None
         for position, prepared in enumerate(items):
-            yield from insert_item(session_id, compaction_id, position, prepared, now)
+            yield from insert_item(
+                session_id, compaction_id, position, prepared, now, want_id=False
+            )
     if head.id is not None:
         yield S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
     # With nothing to hold, no compaction run: the view ends where the replaced runs began.

@@ -10,8 +10,9 @@ that the outcome is unknown (``OutcomeUnknownError``) may do the same. The check
 transaction status, which a sharded database (Citus) cannot give.
 
 A key is 12 hex digits of milliseconds since the epoch and 20 random ones, so keys sort by
-time within a session and each write forgets its session's keys older than ``KEEP_MS`` with
-one range delete. A key older than that cannot be retried safely and is refused.
+time within a session and a write forgets its session's keys older than ``KEEP_MS`` with one
+range delete (on SQLite only when its claim finds some: most writes need no delete). A key
+older than that cannot be retried safely and is refused.
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ from typing import Any, TypeVar
 from ..errors import InvalidOperationError
 from . import statements as S
 from .ops import Op
+from .statements import ClaimRow
 
-__all__ = ["KEEP_MS", "check_operation_id", "new_operation_id", "once"]
+__all__ = ["HEAD", "KEEP_MS", "check_operation_id", "new_operation_id", "once"]
 
 T = TypeVar("T")
+
+HEAD: Any = object()
+"""``once``'s ``likely``: the write's result is most likely the session's head run (its id)."""
 
 KEEP_MS = 24 * 3600 * 1000
 """How long a write's key is remembered: a retry within a day of the first try is safe."""
@@ -69,6 +74,7 @@ def once(
     replay: Callable[[Any], Op[T]] | None = None,
     *,
     ends_session: bool = False,
+    likely: Any = None,
 ) -> Op[T]:
     """Run ``op`` unless the write ``key`` of ``session_id`` already committed.
 
@@ -76,23 +82,35 @@ def once(
     result itself by default; ``replay`` rebuilds the result from it (e.g. reads a run back by
     its id), the stored value itself by default. An operation that ``ends_session`` (clear,
     delete) forgets the session's older keys too, so a deleted session leaves one key behind.
+    ``likely`` is what ``keep`` will most likely give (None: no guess; ``HEAD``: the session's
+    head run as the claim finds it, where the backend reads it there): it is stored with the
+    claim, and the result is stored again only when it turns out otherwise.
     """
     params = {"sid": session_id, "key": key}
     cutoff = max(int(key[:12], 16) - KEEP_MS, 0)
-    # Queued with the claim (no round trip of its own on Postgres): a range of the key index.
-    yield S.FORGET_OPERATIONS({"sid": session_id, "before": f"{cutoff:012x}"})
-    claimed: int | None = yield S.CLAIM_OPERATION(params)
-    if claimed is None:  # committed before: answer as the first run did, change nothing
+    before = f"{cutoff:012x}"
+    head = likely is HEAD
+    claim: ClaimRow | None = yield S.CLAIM_OPERATION(
+        {**params, "before": before, "result": None if head else _stored(likely), "head": head}
+    )
+    if claim is None:  # committed before: answer as the first run did, change nothing
         result_json: str | None = yield S.OPERATION_RESULT(params)
         stored: Any = json.loads(result_json) if result_json is not None else None
         return stored if replay is None else (yield from replay(stored))
+    if claim.stale:  # the session's keys of more than a day ago: a range of the key index
+        yield S.FORGET_OPERATIONS({"sid": session_id, "before": before})
     result = yield from op
     if ends_session:
         # Every other key, not only older ones: keys written in the same millisecond as this
         # one order by their random part.
         yield S.FORGET_OTHER_OPERATIONS(params)
-    kept = keep(result) if keep is not None else result
-    if kept is not None:
-        # ASCII JSON: a popped item holding a lone surrogate stores and decodes unchanged.
-        yield S.KEEP_OPERATION_RESULT({**params, "result": json.dumps(kept)})
+    kept = _stored(keep(result) if keep is not None else result)
+    if kept != claim.result:  # the claim's row holds the guess (None: nothing)
+        yield S.KEEP_OPERATION_RESULT({**params, "result": kept})
     return result
+
+
+def _stored(value: Any) -> str | None:
+    """``value`` as the operations row stores it (None: nothing)."""
+    # ASCII JSON: a popped item holding a lone surrogate stores and decodes unchanged.
+    return None if value is None else json.dumps(value)

@@ -40,7 +40,8 @@ class _PlanRun:
     user_message: str | None = None
     assistant_message: str | None = None
     assistant_changed: bool = False
-    newest_item_id: int | None = None  # the id of the last item this append wrote to it
+    # The id of the last item this append wrote to it, where ids are read back (append.py).
+    newest_item_id: int | None = None
     status: RunStatus | None = None  # None: the append leaves it as it is
 
     @property

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..errors import InvalidOperationError, SessionNotFoundError
+from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from ..model import (
     ModelResponse,
     Run,
@@ -32,15 +32,18 @@ from ..model import (
 from ..units import kept_ms
 from . import statements as S
 from .ops import All, Op
-from .reads import path_runs, session_info, session_tree, with_items
+from .reads import session_info, with_items
 from .rows import (
+    RunRow,
     SessionRow,
     ToolCallRow,
     as_datetime,
+    run_from_row,
     session_from_row,
     tool_call_from_row,
     usage_from_row,
 )
+from .transfer import Chunk, read_chunk
 
 __all__ = [
     "GROUPS",
@@ -157,9 +160,19 @@ def list_sessions(
     return SessionPage(sessions, next_cursor)
 
 
-def delete_session(session_id: str) -> Op[None]:
-    """Remove the session with all its rows; SessionNotFoundError if there is none."""
-    deleted: str | None = yield S.DELETE_SESSION_RETURNING({"sid": session_id})
+def delete_session(session_id: str, updated_before: Any = None) -> Op[None]:
+    """Remove the session with all its rows; SessionNotFoundError if there is none. With
+    ``updated_before`` (a bound time), only if its last write came before it: ConflictError
+    if one came since."""
+    if updated_before is None:
+        deleted: str | None = yield S.DELETE_SESSION_RETURNING({"sid": session_id})
+    else:
+        params = {"sid": session_id, "before": updated_before}
+        deleted = yield S.DELETE_IDLE_SESSION_RETURNING(params)
+        if deleted is None and (yield S.SESSION({"sid": session_id})) is not None:
+            raise ConflictError(
+                f"session {session_id!r} was written since {updated_before}: not deleted"
+            )
     if deleted is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
 
@@ -365,32 +378,34 @@ def usage(
 
 @dataclass(frozen=True, slots=True)
 class ExportData:
-    """What an export holds: the session, its runs (path or tree) with items and tool calls."""
+    """What an export holds: the session, its runs (path or tree) with items and tool calls,
+    and every row of those runs as ``turnstore copy`` reads them (``rows``: item times, tool
+    calls with their items' places, model calls, spans, branch names)."""
 
     session: SessionInfo
     runs: list[tuple[Run, list[Any]]]
     tool_calls: dict[int, list[ToolCall]]
     all_branches: bool
+    rows: Chunk
 
 
 def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
-    """Everything an export of ``session_id`` needs, read in one transaction."""
+    """Everything an export of ``session_id`` needs, read in one transaction: the rows of its
+    runs as the copy reads them (``core.transfer.read_chunk``, one definition), of which the
+    runs, items and tool calls are also made records."""
     info = yield from session_info(session_id)
     if info is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
-    if all_branches:
-        runs = yield from session_tree(session_id)
-    else:
-        path = yield from path_runs(session_id)
-        run_ids = json.dumps([run.id for run in path])
-        rows: list[S.RunItemRow] = yield S.ITEMS_OF_RUNS({"sid": session_id, "run_ids": run_ids})
-        runs = with_items(path, rows, session_id)
+    statement = S.SESSION_RUNS if all_branches else S.PATH_RUNS
+    run_rows: list[RunRow] = yield statement({"sid": session_id})
+    rows = Chunk(run_rows, [], [], [], [], [])
+    if run_rows:  # in id order (a path's runs too: a run is written after its parent)
+        rows = yield from read_chunk(session_id, run_rows)
+    if not all_branches:  # the path's range of ids holds other branches' runs too
+        rows = rows.only(run_rows)
+    runs = with_items([run_from_row(row) for row in run_rows], rows.items, session_id)
     calls: dict[int, list[ToolCall]] = {}
-    if runs:
-        call_rows: list[ToolCallRow] = yield S.TOOL_CALLS_OF_RUNS(
-            {"sid": session_id, "run_ids": json.dumps([run.id for run, _ in runs])}
-        )
-        for call_row in call_rows:
-            call = tool_call_from_row(call_row)
-            calls.setdefault(call.run_id, []).append(call)
-    return ExportData(info, runs, calls, all_branches)
+    for call_row in rows.tool_calls:
+        call = tool_call_from_row(ToolCallRow._make(call_row[: len(ToolCallRow._fields)]))
+        calls.setdefault(call.run_id, []).append(call)
+    return ExportData(info, runs, calls, all_branches, rows)

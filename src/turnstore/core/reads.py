@@ -94,10 +94,10 @@ def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
 
 
 def with_items(
-    runs: list[Run], rows: Sequence[S.RunItemRow], session_id: str
+    runs: list[Run], rows: Sequence[S.RunItemRow | S.CopyItemRow], session_id: str
 ) -> list[tuple[Run, list[Any]]]:
     """Each run with its items, decoded from ``rows`` (the runs' items, in order)."""
-    by_run: dict[int, list[S.RunItemRow]] = {}
+    by_run: dict[int, list[S.RunItemRow | S.CopyItemRow]] = {}
     for row in rows:
         by_run.setdefault(row.run_id, []).append(row)
     # One pause of the collector for the whole session (exports, the viewer), not per run.

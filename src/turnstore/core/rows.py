@@ -189,9 +189,9 @@ class ToolCallRow(NamedTuple):
     status: str | None
     error: str | None
     created_at: Any
-    completed_at: Any
+    completed_at: Any | None
     duration_ms: float | None
-    started_at: Any
+    started_at: Any | None
 
 
 TOOL_CALL_COLUMNS = columns(ToolCallRow)

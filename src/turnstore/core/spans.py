@@ -85,8 +85,45 @@ def cleaned(record: SpanRecord) -> SpanRecord:
 
 def encode_data(data: Mapping[str, Any]) -> str:
     """A span's fields as stored: JSON, anything JSON lacks as its text, and ASCII, so that a
-    lone surrogate or a NUL in a tool's output cannot fail the batch."""
-    return json.dumps(data, default=str, ensure_ascii=True)
+    lone surrogate or a NUL in a tool's output cannot fail the batch. Nor can what a custom
+    span's data may hold that JSON cannot: a cycle, a key that is not text, a value whose
+    text fails, NaN (none of them raises: each is stored as what can be told of it)."""
+    try:
+        return json.dumps(data, default=_text_of, ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(_plain(data, ()), ensure_ascii=True, allow_nan=False)
+
+
+# How deep ``_plain`` follows a span's data before it stores the rest as text.
+_DEEPEST = 64
+
+
+def _text_of(value: Any) -> str:
+    try:
+        return str(value)
+    except Exception:  # a __str__ that raises: the type is all there is to tell
+        return f"<{type(value).__name__}>"
+
+
+def _plain(value: Any, within: tuple[int, ...]) -> Any:
+    """``value`` as JSON can hold it; ``within``: the ids of the containers it is inside."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if not isinstance(value, (Mapping, list, tuple)):
+        return _text_of(value)
+    if id(value) in within:
+        return "<cycle>"
+    if len(within) >= _DEEPEST:
+        return "<too deep>"
+    inner = (*within, id(value))
+    if isinstance(value, Mapping):
+        return {
+            key if isinstance(key, str) else _text_of(key): _plain(item, inner)
+            for key, item in value.items()
+        }
+    return [_plain(item, inner) for item in value]
 
 
 def _decode_data(text: str) -> dict[str, Any]:

@@ -42,6 +42,16 @@ class HeadRow(NamedTuple):
     status: str | None  # the head run's (model.RunStatus): an append fails one in progress
 
 
+class ClaimRow(NamedTuple):
+    """A write key just claimed (``once``): the row exists only when the key is new."""
+
+    claimed: int
+    # Whether the session may hold keys older than a day to forget (0/1 on SQLite, which
+    # looks; PostgreSQL always says so, see its CLAIM_OPERATION).
+    stale: Any
+    result: str | None  # the result stored with the claim (once's guess), as JSON
+
+
 class ItemRow(NamedTuple):
     """A stored item: its id and JSON (bytes or text)."""
 
@@ -140,7 +150,7 @@ class ModelResponseRow(NamedTuple):
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
-    started_at: Any
+    started_at: Any | None
     completed_at: Any
     latency_ms: float | None
 
@@ -156,8 +166,8 @@ class SpanRow(NamedTuple):
     parent_span_id: str | None
     kind: str
     name: str | None
-    started_at: Any
-    ended_at: Any
+    started_at: Any | None
+    ended_at: Any | None
     duration_ms: float | None
     error: str | None
     data: str
@@ -209,9 +219,9 @@ class CopyToolCallRow(NamedTuple):
     status: str | None
     error: str | None
     created_at: Any
-    completed_at: Any
+    completed_at: Any | None
     duration_ms: float | None
-    started_at: Any
+    started_at: Any | None
     call_item_run: int | None
     call_item_position: int | None
     output_item_run: int | None
@@ -224,6 +234,12 @@ assert CopyToolCallRow._fields[: len(ToolCallRow._fields)] == ToolCallRow._field
 class SessionItemsRow(NamedTuple):
     session_id: str
     items: int
+
+
+class RunItemIdsRow(NamedTuple):
+    run_id: int
+    first: int
+    last: int
 
 
 class SearchRow(NamedTuple):
@@ -323,6 +339,10 @@ SCHEMA_VERSION = Value(
     holds=int,
 )
 VERSION_TABLE_EXISTS = Value("version_table_exists", column="present", holds=int)
+# Which database a store is on, however its path or URL spells it (``turnstore copy`` refuses
+# to copy one onto itself): SQLite's file (empty for ':memory:'); on PostgreSQL, the server's
+# start time, the database's oid and the schema.
+DATABASE_IDENTITY = Value("database_identity", column="identity", holds=str)
 RECORD_VERSION = Execute(
     "record_version", "INSERT INTO turnstore_schema (version) VALUES (:version)"
 )
@@ -355,14 +375,18 @@ FORGET_OPERATIONS = Execute(
 FORGET_OTHER_OPERATIONS = Execute(
     "forget_other_operations", "DELETE FROM operations WHERE session_id = :sid AND op_id <> :key"
 )
-CLAIM_OPERATION = Value(
-    "claim_operation",
-    """
-        INSERT INTO operations (session_id, op_id) VALUES (:sid, :key)
-        ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
-    column="claimed",
-    holds=int,
-)
+CLAIM_OPERATION = One("claim_operation", row=ClaimRow)
+
+
+def claim_operation_sql(stale: str, result: str) -> str:
+    """CLAIM_OPERATION's SQL: ``stale`` the dialect's answer to whether the session holds
+    keys before ``:before`` to forget, ``result`` the guess it stores (``:result``, or with
+    ``:head`` the session's head run where the dialect reads it)."""
+    return f"""
+        INSERT INTO operations (session_id, op_id, result) VALUES (:sid, :key, {result})
+        ON CONFLICT DO NOTHING RETURNING 1 AS claimed, {stale} AS stale, result"""
+
+
 OPERATION_RESULT = Value(
     "operation_result",
     "SELECT result FROM operations WHERE session_id = :sid AND op_id = :key",
@@ -443,6 +467,9 @@ INSERT_ITEM = Insert(
                            created_at)
         VALUES (:sid, :run_id, :position, :type, :role, :call_id, :name, :text, :data, :now)""",
 )
+# INSERT_ITEM's text without the id back: PostgreSQL queues it with the next statement
+# instead of a round trip (copy, and appends of items no tool-call row names).
+STORE_ITEM = Execute("store_item", INSERT_ITEM.sql)
 INSERT_TOOL_CALL = Execute(
     "insert_tool_call",
     """
@@ -597,6 +624,16 @@ DELETE_SESSION_RETURNING = Value(
     column="session_id",
     holds=str,
 )
+# Retention (``turnstore prune``): the session goes only if no write has come since the cutoff,
+# checked by the delete itself, so a write that lands after the catalogue was read keeps it.
+DELETE_IDLE_SESSION_RETURNING = Value(
+    "delete_idle_session_returning",
+    """
+        DELETE FROM sessions WHERE session_id = :sid AND updated_at < :before
+        RETURNING session_id""",
+    column="session_id",
+    holds=str,
+)
 
 # The session of a run named by id alone: a query filtered by run is then run on that
 # session's rows (one shard on Citus), by the (session_id, run_id) indexes.
@@ -622,7 +659,6 @@ TOOL_STATS_BY_RUN = All("tool_stats_by_run", row=ToolStatsRow)
 TOOL_STATS_BY_SESSION = All("tool_stats_by_session", row=ToolStatsRow)
 TOOL_STATS_BY_TOOL = All("tool_stats_by_tool", row=ToolStatsRow)
 TOOL_STATS_BY_ALL = All("tool_stats_by_all", row=ToolStatsRow)
-ITEMS_OF_RUNS = All("items_of_runs", row=RunItemRow)
 
 # Model calls recorded by session.hooks.
 MODEL_RESPONSES = """
@@ -733,6 +769,22 @@ ITEMS_PER_SESSION = All(
     "SELECT session_id, sum(item_count) AS items FROM runs GROUP BY session_id",
     row=SessionItemsRow,
 )
+# The id range of each run's items: a copy cuts a session into chunks only where every item
+# before the cut is older than every item after it, so the target numbers items in the same
+# order (an item added to an older branch's open run comes after newer runs' items).
+RUN_ITEM_IDS = All(
+    "run_item_ids",
+    """
+        SELECT run_id, min(id) AS first, max(id) AS last
+        FROM items WHERE session_id = :sid GROUP BY run_id""",
+    row=RunItemIdsRow,
+)
+COPY_RUNS = All(
+    "copy_runs",
+    f"SELECT {RUN_COLUMNS} FROM runs "
+    "WHERE session_id = :sid AND id BETWEEN :first AND :last ORDER BY id",
+    row=RunRow,
+)
 COPY_ITEMS = All(
     "copy_items",
     """
@@ -808,25 +860,23 @@ COPY_RUN = Insert(
                 :model, :status, {", ".join(":" + column for column in TOKEN_COLUMNS)},
                 :item_count, :created_at, :updated_at, :kind, :prior_run_id, :compacted_by)""",
 )
-# An item's id is not needed back: PostgreSQL pipelines the inserts (INSERT_ITEM's text).
-COPY_ITEM = Execute("copy_item", INSERT_ITEM.sql)
 SET_COMPACTED_BY = Execute(
     "set_compacted_by",
     "UPDATE runs SET compacted_by = :by WHERE session_id = :sid AND id = :id",
 )
+# Its items' ids are looked up by SELECT, not in VALUES: Citus refuses subqueries in VALUES.
 COPY_TOOL_CALL = Execute(
     "copy_tool_call",
     """
         INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
                                 status, error, call_item_id, output_item_id, created_at,
                                 completed_at, duration_ms, started_at)
-        VALUES (:sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status,
-                :error,
-                (SELECT id FROM items WHERE session_id = :sid AND run_id = :call_item_run
-                    AND position = :call_item_position),
-                (SELECT id FROM items WHERE session_id = :sid AND run_id = :output_item_run
-                    AND position = :output_item_position),
-                :created_at, :completed_at, :duration_ms, :started_at)""",
+        SELECT :sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status, :error,
+               (SELECT id FROM items WHERE session_id = :sid AND run_id = :call_item_run
+                   AND position = :call_item_position),
+               (SELECT id FROM items WHERE session_id = :sid AND run_id = :output_item_run
+                   AND position = :output_item_position),
+               :created_at, :completed_at, :duration_ms, :started_at""",
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -13,18 +13,37 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from . import statements as S
 from .ops import Op
-from .rows import RunRow, SessionRow
+from .rows import RunRow, SessionRow, as_datetime
 from .search_index import index_backlog
 from .statements import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 
-__all__ = ["Chunk", "IdMap", "mapped", "read_chunk", "session_items", "session_rows", "write_chunk"]
+__all__ = [
+    "Chunk",
+    "IdMap",
+    "database_identity",
+    "item_order_cuts",
+    "mapped",
+    "match_runs",
+    "read_chunk",
+    "read_range",
+    "session_items",
+    "session_rows",
+    "time_binder",
+    "write_chunk",
+]
 
 Time = Callable[[Any], Any]
 """A source timestamp (a datetime, or SQLite's text) as the target binds it."""
+
+
+def time_binder(bind: Callable[[datetime], Any]) -> Time:
+    """The ``Time`` of a target whose backend binds a datetime with ``bind``."""
+    return lambda value: None if value is None else bind(as_datetime(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +56,18 @@ class Chunk:
     responses: list[ModelResponseRow]
     spans: list[SpanRow]
     branch_names: list[BranchNameRow]
+
+    def only(self, runs: Sequence[RunRow]) -> Chunk:
+        """The rows of ``runs`` alone (some of this chunk's runs: a branch of a range)."""
+        ids = {run.id for run in runs}
+        return Chunk(
+            runs,
+            [row for row in self.items if row.run_id in ids],
+            [row for row in self.tool_calls if row.run_id in ids],
+            [row for row in self.responses if row.run_id in ids],
+            [row for row in self.spans if row.run_id in ids],
+            [row for row in self.branch_names if row.run_id in ids],
+        )
 
 
 @dataclass(slots=True)
@@ -60,10 +91,46 @@ def session_rows(session_id: str) -> Op[tuple[SessionRow | None, list[RunRow]]]:
     return session, runs
 
 
+def database_identity() -> Op[str]:
+    """What tells the store's database from any other (``statements.DATABASE_IDENTITY``)."""
+    identity = yield S.DATABASE_IDENTITY()
+    return str(identity or "")
+
+
 def session_items() -> Op[dict[str, int]]:
     """How many items each session holds."""
     rows = yield S.ITEMS_PER_SESSION()
     return {row.session_id: int(row.items or 0) for row in rows}
+
+
+def item_order_cuts(session_id: str, runs: Sequence[RunRow]) -> Op[set[int]]:
+    """The indices of ``runs`` (in id order) where a copy may start a new chunk: every item of
+    the runs before is older than every item of the runs from there on, so writing chunk after
+    chunk numbers the items in the source's order."""
+    bounds = {
+        row.run_id: (row.first, row.last) for row in (yield S.RUN_ITEM_IDS({"sid": session_id}))
+    }
+    cuts: set[int] = set()
+    newest = 0  # the newest item before index i
+    oldest: list[float] = [float("inf")] * (len(runs) + 1)  # the oldest item from index i on
+    for index in range(len(runs) - 1, -1, -1):
+        first = bounds.get(runs[index].id, (float("inf"), 0))[0]
+        oldest[index] = min(oldest[index + 1], first)
+    for index, run in enumerate(runs):
+        if newest < oldest[index]:
+            cuts.add(index)
+        newest = max(newest, bounds.get(run.id, (0, 0))[1])
+    return cuts
+
+
+def read_range(session_id: str, first: int, last: int) -> Op[Chunk]:
+    """The session's runs with ids ``first`` to ``last`` as they are now, with their rows, in
+    one transaction: a run written since the session's runs were listed (the head run gaining
+    items) comes with every item it holds, never a count that disagrees with them."""
+    runs = yield S.COPY_RUNS({"sid": session_id, "first": first, "last": last})
+    if not runs:  # deleted in the source since they were listed
+        return Chunk([], [], [], [], [], [])
+    return (yield from read_chunk(session_id, runs))
 
 
 def read_chunk(session_id: str, runs: Sequence[RunRow]) -> Op[Chunk]:
@@ -103,7 +170,7 @@ def write_chunk(
         # Every column a row was read with is bound (the id among them, unused); the ids it
         # names and its times are replaced by the target's.
         for item in chunk.items:
-            yield S.COPY_ITEM(
+            yield S.STORE_ITEM(
                 {
                     **item._asdict(),
                     "sid": sid,
@@ -147,6 +214,37 @@ def write_chunk(
     if last:
         head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
         yield from _put_session(session, metadata, head, time)
+    return ids
+
+
+# The columns of runs (RunRow holds them all) compared as they are; the links are compared
+# through the id map, times as times.
+_LINKS = ("id", "session_id", "parent_id", "prior_run_id", "compacted_by")
+_TIMES = ("created_at", "updated_at")
+_PLAIN = tuple(name for name in RunRow._fields if name not in _LINKS + _TIMES)
+
+
+def match_runs(runs: Sequence[RunRow], stored: Sequence[RunRow]) -> IdMap | None:
+    """The id map of the runs a target session holds, when they are the source's first runs
+    (what a copy writes, in order); None when they are not."""
+    if len(stored) > len(runs):
+        return None
+    pairs = list(zip(runs[: len(stored)], stored, strict=True))
+    ids = IdMap({run.id: copied.id for run, copied in pairs})
+    for run, copied in pairs:
+        if any(getattr(run, name) != getattr(copied, name) for name in _PLAIN) or any(
+            as_datetime(getattr(run, name)) != as_datetime(getattr(copied, name)) for name in _TIMES
+        ):
+            return None
+        for name in ("parent_id", "prior_run_id"):
+            if mapped(ids.runs, getattr(run, name)) != getattr(copied, name):
+                return None
+        if run.compacted_by is not None and run.compacted_by not in ids.runs:
+            if copied.compacted_by is not None:
+                return None
+            ids.waiting.setdefault(run.compacted_by, []).append(copied.id)
+        elif mapped(ids.runs, run.compacted_by) != copied.compacted_by:
+            return None
     return ids
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from .. import validate
 from ..core.codec import loads_item
 from ..errors import InvalidOperationError
+from ..exchange import ExactSession
 from ..items import classify
 from ..model import Usage
 
@@ -53,6 +54,9 @@ class SourceSession:
     skipped: int = 0  # source rows that cannot be imported (corrupt JSON or usage, not objects)
     # Catalogue fields (user_id, title, metadata) the source holds: turnstore's JSON exports.
     catalogue: dict[str, Any] | None = None
+    # Every row of the session as turnstore's exports carry them (version 2): what a store
+    # that lacks the session is given exactly, with the copy's writer.
+    exact: ExactSession | None = None
 
     def walk(self) -> Iterator[tuple[SourceRun, SourceRun | None]]:
         """Every run with its parent, parents first and siblings in order (no recursion)."""

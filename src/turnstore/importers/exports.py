@@ -5,22 +5,34 @@ document.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import ConnectionFailedError, SchemaError, TurnstoreError
+from ..errors import (
+    ConnectionFailedError,
+    InvalidItemError,
+    InvalidOperationError,
+    SchemaError,
+    TurnstoreError,
+)
+from ..exchange import ExportedRun, exact_session
 from .base import Source, SourceRun, SourceSession, as_datetime, checked_usage
 
 __all__ = ["ExportSource"]
+
+log = logging.getLogger("turnstore")
 
 
 class ExportSource(Source):
     """turnstore's own exports (``turnstore export`` / ``Store.export``).
 
     ``jsonl``: one line per item (see ``turnstore.export``), any number of sessions, parsed by
-    ``export.runs_from_jsonl``, with each run's usage; the last run of a session becomes its
-    head. ``json``: one session's document, or an array of them, with the head, each run's
-    usage and the catalogue fields (user, title, metadata).
+    ``export.read_jsonl``, with each run's usage; the last run of a session becomes its head,
+    unless its ``session`` record names another. ``json``: one session's document, or an array
+    of them, with the head, each run's usage and the catalogue fields (user, title, metadata).
+    Both, when written by a turnstore that exports every row (JSON version 2, JSONL lines
+    with ``run``), give each session ``exact``: its rows, checked (``turnstore.exchange``).
     """
 
     def __init__(self, path: str, kind: str) -> None:
@@ -60,14 +72,14 @@ class ExportSource(Source):
                 self.skipped += 1
                 first_error = first_error or f"line {number} has no session_id"
         for sid, group in groups.items():
-            new_runs, skipped = read_jsonl(group, strict=False)
-            if not new_runs:
-                self.skipped += skipped
+            read = read_jsonl(group, strict=False)
+            if not read.runs and read.session is None:
+                self.skipped += read.skipped
                 first_error = first_error or f"session {sid!r} has no run whose parent is there"
                 continue
-            session = self._sessions[sid] = SourceSession(sid, skipped=skipped)
+            session = self._sessions[sid] = SourceSession(sid, skipped=read.skipped)
             made: list[SourceRun] = []
-            for index, new in enumerate(new_runs):
+            for index, new in enumerate(read.runs):
                 run = SourceRun(
                     list(new.items), key=index, usage=new.usage, created_at=new.created_at
                 )
@@ -77,6 +89,14 @@ class ExportSource(Source):
                 self._total += len(run.items)
             # Runs come in creation order, so the last one is a leaf: the newest branch.
             session.head = made[-1] if made else None
+            if read.session is not None and None not in read.records:  # a version 2 export
+                exported = [
+                    ExportedRun(key, new.parent, record, made[index].items)
+                    for index, (key, new, record) in enumerate(
+                        zip(read.keys, read.runs, read.records, strict=True)
+                    )
+                ]
+                _take_rows(session, read.session, exported, made)
         if not self._sessions:
             why = f" ({first_error})" if first_error else ""
             raise SchemaError(f"{self.location} holds no importable turnstore export record{why}")
@@ -97,6 +117,8 @@ class ExportSource(Source):
         session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
         session.catalogue = {name: info.get(name) for name in ("user_id", "title", "metadata")}
         made: dict[Any, SourceRun] = {}
+        exported: list[ExportedRun] = []
+        places: dict[Any, int] = {}  # a run's id -> its place in the document
         for record in document["runs"]:
             counts = record.get("usage") or {}
             usage = checked_usage(counts) if isinstance(counts, dict) else None
@@ -111,9 +133,14 @@ class ExportSource(Source):
             if parent is not None and parent not in made:
                 raise ValueError(f"run {record['id']}'s parent {parent} comes after it")
             (made[parent].children if parent is not None else session.roots).append(run)
+            place = places[parent] if parent is not None else None
+            exported.append(ExportedRun(record["id"], place, record, run.items))
+            places[record["id"]] = len(places)
             made[record["id"]] = run
             self._total += len(run.items)
         session.head = made.get(info.get("head_run_id")) or _last(made)
+        if document.get("version", 1) >= 2:
+            _take_rows(session, info, exported, list(made.values()))
 
     async def session_ids(self) -> list[str]:
         """Sessions in order of their first line."""
@@ -126,6 +153,23 @@ class ExportSource(Source):
     async def load(self, session_id: str) -> SourceSession:
         """One session, already read."""
         return self._sessions[session_id]
+
+
+def _take_rows(
+    session: SourceSession, info: Any, runs: list[ExportedRun], made: list[SourceRun]
+) -> None:
+    """Give ``session`` the rows a version 2 export carries, and the head its catalogue entry
+    names; rows that are not what the database stores leave the session to be imported from
+    its items (and are counted as skipped)."""
+    try:
+        session.exact = exact_session(session.session_id, info, runs)
+    except (InvalidOperationError, InvalidItemError) as exc:
+        log.warning("session %r is imported from its items alone: %s", session.session_id, exc)
+        session.skipped += 1
+        return
+    session.skipped += session.exact.dropped
+    head = session.exact.session.head_run_id
+    session.head = made[head] if head is not None else session.head
 
 
 def _items(value: Any) -> list[dict[str, Any]]:

@@ -8,17 +8,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import transfer
 from ..core.append import GraftRun
 from ..core.codec import PreparedItem, dumps_item, prepare_items
+from ..core.transfer import IdMap
 from ..errors import (
     ConfigurationError,
     InvalidItemError,
     InvalidOperationError,
     SessionNotFoundError,
 )
+from ..exchange import ExactSession
 from ..model import NewRun, Run
 from ..store import Store
 from ..store.chunks import overlapped, ranges
+from ..store.copying import write_session
 from ..store.tree import graft
 from .base import Source, SourceRun, SourceSession
 
@@ -76,12 +80,19 @@ async def merge_session(
     """Merge ``source`` into the store's session of the same id.
 
     Writes go in transactions of about ``chunk_items`` items; ``on_items(n)`` reports
-    progress. A session new to the store takes the source's catalogue fields, if it has any.
+    progress. A session new to the store is written exactly as the source's rows say, if it
+    has them (``SourceSession.exact``: a turnstore export), and so is the rest of one whose
+    first runs the store holds exactly so (an import of it that stopped part way); else a
+    new session takes the source's catalogue fields, if it has any.
     The head follows the source's when anything was added (or the session had none);
     otherwise it stays where it is.
     """
     sid = source.session_id
     info = await store.session(sid)
+    if source.exact is not None:
+        written = await _write_exact(store, source.exact, info is not None, chunk_items, on_items)
+        if written is not None:
+            return written
     fields = {k: v for k, v in (source.catalogue or {}).items() if v is not None}
     if info is None and fields:
         # A new session takes the source's user, title and metadata (a stored one keeps its).
@@ -98,6 +109,45 @@ async def merge_session(
         runs=len(plan.runs),
         items=sum(len(r.items) for r in plan.runs),
         present=plan.present,
+    )
+
+
+async def _write_exact(
+    store: Store,
+    exact: ExactSession,
+    stored: bool,
+    chunk_items: int,
+    on_items: Callable[[int], None] | None,
+) -> MergeResult | None:
+    """Write the session's rows as copy writes them, when the store lacks it, or holds the
+    first of its runs exactly so (an import that stopped part way, or an export that has
+    grown since) and not all of them; None: merge it instead."""
+    rows = exact.chunk
+    ids = IdMap()
+    if stored:
+        sid = exact.session.session_id
+        _, held = await store.backend.run(lambda: transfer.session_rows(sid), write=False)
+        matched = transfer.match_runs(rows.runs, held) if held else None
+        if matched is None or len(held) == len(rows.runs):
+            return None
+        ids = matched
+    present = sum(run.item_count for run in rows.runs[: len(ids.runs)])
+    if on_items is not None and present:
+        on_items(present)
+    await write_session(
+        store,
+        exact.session,
+        exact.metadata,
+        rows,
+        ids,
+        chunk_items=chunk_items,
+        on_items=on_items,
+    )
+    return MergeResult(
+        existed=stored,
+        runs=len(rows.runs) - len(ids.runs),
+        items=sum(run.item_count for run in rows.runs[len(ids.runs) :]),
+        present=present,
     )
 
 

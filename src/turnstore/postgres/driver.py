@@ -236,10 +236,15 @@ class PostgresBackend:
                 "turnstore; run turnstore.migrate(url) or open it with migrate=True"
             )
         await self._transactions.transaction(conn, self._create_schema, True)
-        while await self._transactions.transaction(
-            conn, lambda: migrate_step(migrations.MIGRATIONS, self._lock_sql), True
-        ):
+        while await self._transactions.transaction(conn, self._migrate_step, True):
             pass
+
+    def _migrate_step(self) -> Op[bool]:
+        # On Citus, a step that updates every shard and then replaces a view (9: statuses)
+        # must reach each worker over one connection, or Citus refuses the view command; on
+        # plain PostgreSQL the setting is an unused placeholder.
+        yield _raw("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
+        return (yield from migrate_step(migrations.MIGRATIONS, self._lock_sql))
 
     def _create_schema(self) -> Op[None]:
         # Under the migration lock, because concurrent CREATE SCHEMA IF NOT EXISTS can fail.
@@ -323,7 +328,7 @@ class PostgresBackend:
         except Retry as retry:  # from preparing the schema of a caller's pool
             raise driver_error(retry.cause, self._where) from retry.cause
         except (PoolClosed, PoolTimeout, psycopg.Error) as exc:
-            raise driver_error(exc, self._where) from exc
+            raise driver_error(exc, self._where, write=write) from exc
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ..errors import (
     ConflictError,
     ConnectionFailedError,
     InvalidOperationError,
+    ReadOnlyError,
     SchemaError,
     StorageError,
     TurnstoreError,
@@ -53,8 +54,9 @@ def connect_error(exc: psycopg.Error, where: str) -> TurnstoreError:
     return ConnectionFailedError(f"cannot connect to {where}: {first_line}")
 
 
-def driver_error(exc: BaseException, where: str) -> TurnstoreError:
-    """The turnstore error for a psycopg (or pool) failure during an operation."""
+def driver_error(exc: BaseException, where: str, *, write: bool = True) -> TurnstoreError:
+    """The turnstore error for a psycopg (or pool) failure during an operation (``write``:
+    one run in a read-write transaction)."""
     if isinstance(exc, PoolClosed):
         return ClosedError("the store is closed")
     if isinstance(exc, PoolTimeout):
@@ -72,6 +74,11 @@ def driver_error(exc: BaseException, where: str) -> TurnstoreError:
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StorageError(f"permission denied on {where}: {message}")
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        if not write:  # our own READ ONLY transaction refused it (a user's query)
+            return ReadOnlyError(
+                f"{where} is open read-only here and refused a statement that writes "
+                f"({message}): nothing was written"
+            )
         return StorageError(f"{where} is read-only (a replica?): {message}")
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(exc, TRANSIENT):

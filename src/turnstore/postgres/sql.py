@@ -68,10 +68,17 @@ _OWN: dict[Statement, str] = {
         applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
     )""",
     S.VERSION_TABLE_EXISTS: "SELECT to_regclass('turnstore_schema') IS NOT NULL AS present",
+    S.DATABASE_IDENTITY: """
+        SELECT concat_ws(' ', pg_postmaster_start_time(), d.oid, current_schema()) AS identity
+        FROM pg_database d WHERE d.datname = current_database()""",
     # ENSURE_SESSION's ON CONFLICT DO UPDATE locks the session row even when the WHERE is
     # false: this is the lock that serialises writers of one session (LOCK_HEAD then re-reads
     # under it; see core.lock.lock_session). Every table names the session parameter: Citus
     # refuses FOR UPDATE in a statement whose subquery is only correlated to the outer row.
+    # Always "forget": the DELETE is queued and travels with the next statement (no round
+    # trip of its own), and a subquery in an INSERT is not one Citus routes: so no guess of
+    # the head either (the row lock is taken after the claim, so it could be stale anyway).
+    S.CLAIM_OPERATION: S.claim_operation_sql("true", "CAST(:result AS text)"),
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c
@@ -380,11 +387,6 @@ _QUERIES: dict[Statement, str] = {
         for condition, _, slowest, _ in _CALL_FAMILIES
     },
     **{stats: _TOOL_STATS.format(condition=condition) for condition, _, _, stats in _CALL_FAMILIES},
-    S.ITEMS_OF_RUNS: """
-        SELECT run_id, id, data FROM items
-        WHERE session_id = :sid
-          AND run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)::bigint)
-        ORDER BY run_id, position""",
     S.SET_TOOL_TIMING: f"""
         UPDATE tool_calls SET started_at = :started_at, completed_at = :completed_at,
             duration_ms = :duration_ms

@@ -121,7 +121,9 @@ class Transactions:
                 )
                 result = await self.drive(conn, op())
                 committing = True
-                await conn.execute("COMMIT")
+                # A read is rolled back: what a READ ONLY transaction still lets a statement
+                # do (a user's query creating a large object, a NOTIFY) is never kept.
+                await conn.execute("COMMIT" if write else "ROLLBACK")
             return result
         except psycopg.Error as exc:
             if isinstance(exc, TRANSIENT):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -284,11 +285,25 @@ class SQLiteBackend:
         """
         if write and self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only: nothing was written")
+        future = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")
-            future = asyncio.wrap_future(self._executor.submit(gated, self._transaction, op, write))
+            self._executor.submit(gated, self._serve, future, op, write)
         return await (finish_write(future) if write else future)
+
+    def _serve(self, future: asyncio.Future[T], op: Callable[[], Op[T]], write: bool) -> None:
+        """Run ``op()`` for ``future`` (the caller's, on its loop) and settle it there: one
+        call into the loop, where wrapping the executor's own future (``wrap_future``) took
+        two and a copy of its state, ~20 us of CPU per call."""
+        if future.cancelled():
+            return  # a read given up before it started (a write's future is shielded)
+        try:
+            result = self._transaction(op, write)
+        except BaseException as exc:  # handed to the caller, as the executor's future would
+            _settle(future, future.set_exception, exc)
+        else:
+            _settle(future, future.set_result, result)
 
     def _close_connection(self) -> None:
         if self._checkpointer is not None:
@@ -311,6 +326,18 @@ class SQLiteBackend:
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""
         await asyncio.to_thread(self.close)
+
+
+def _settle(future: asyncio.Future[Any], outcome: Callable[[Any], None], value: Any) -> None:
+    """From the worker: ``outcome(value)`` on ``future``'s loop, unless the future was given
+    up meanwhile (a cancelled read) or its loop is gone (nobody waits any more)."""
+
+    def settle() -> None:
+        if not future.done():
+            outcome(value)
+
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        future.get_loop().call_soon_threadsafe(settle)
 
 
 def _no_attach(action: int, *_: Any) -> int:

@@ -51,6 +51,7 @@ _OWN: dict[Statement, str] = {
     S.VERSION_TABLE_EXISTS: """
         SELECT count(*) AS present FROM sqlite_master
         WHERE type = 'table' AND name = 'turnstore_schema'""",
+    S.DATABASE_IDENTITY: "SELECT file AS identity FROM pragma_database_list WHERE name = 'main'",
     # BEGIN IMMEDIATE already holds the database's write lock: creating the session and
     # reading its head is one statement.
     S.UPSERT_HEAD: f"""
@@ -63,6 +64,14 @@ _OWN: dict[Statement, str] = {
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id) AS has_children,
             {_INDEXED_THROUGH} AS indexed_through,
             (SELECT status FROM runs WHERE id = head_run_id) AS status""",
+    # Whether old keys wait is one probe of the key index inside the claim, so that the
+    # DELETE forgetting them runs only when there are some (rarely: a day after a key). The
+    # head read for a guess is the head the write starts from: BEGIN IMMEDIATE holds the lock.
+    S.CLAIM_OPERATION: S.claim_operation_sql(
+        "EXISTS (SELECT 1 FROM operations WHERE session_id = :sid AND op_id < :before)",
+        """coalesce(:result, (SELECT CAST(head_run_id AS TEXT) FROM sessions
+                              WHERE session_id = :sid AND :head))""",
+    ),
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id) AS has_children,
@@ -367,9 +376,6 @@ _QUERIES: dict[Statement, str] = {
         for condition, _, slowest, _ in _CALL_FAMILIES
     },
     **{stats: _TOOL_STATS.format(condition=condition) for condition, _, _, stats in _CALL_FAMILIES},
-    S.ITEMS_OF_RUNS: """
-        SELECT run_id, id, data FROM items
-        WHERE run_id IN (SELECT value FROM json_each(:run_ids)) ORDER BY run_id, position""",
     S.SET_TOOL_TIMING: """
         UPDATE tool_calls SET started_at = :started_at, completed_at = :completed_at,
             duration_ms = :duration_ms

@@ -64,12 +64,16 @@ class StoreBase:
         replay: Callable[[Any], Op[T]] | None = None,
         *,
         ends_session: bool = False,
+        likely: Any = None,
     ) -> T:
         """Run the write ``op()`` exactly once under its key (see ``core.once.once``)."""
         key = new_operation_id() if operation_id is None else check_operation_id(operation_id)
         try:
             return await self.backend.run(
-                lambda: once(sid, key, op(), keep, replay, ends_session=ends_session), write=True
+                lambda: once(
+                    sid, key, op(), keep, replay, ends_session=ends_session, likely=likely
+                ),
+                write=True,
             )
         except OutcomeUnknownError as exc:
             raise OutcomeUnknownError(

@@ -166,12 +166,24 @@ class CatalogueMixin(StoreBase):
             lambda kept: _session_entry(sid),
         )
 
-    async def delete_session(self, session_id: str, *, operation_id: str | None = None) -> None:
+    async def delete_session(
+        self,
+        session_id: str,
+        *,
+        updated_before: datetime | None = None,
+        operation_id: str | None = None,
+    ) -> None:
         """Delete the session with every run, item, tool call and index entry.
 
         Unlike ``clear_session`` (the SDK's, which ignores unknown sessions) this raises
-        ``SessionNotFoundError`` when there is no such session.
+        ``SessionNotFoundError`` when there is no such session. With ``updated_before``
+        (retention: the cutoff ``sessions(updated_before=...)`` listed it by), the session is
+        deleted only if its last write is older, checked in the delete itself: one written
+        since raises ``ConflictError`` and is kept whole. A naive datetime is UTC.
         """
         sid = validate.key(session_id, "session_id")
+        before = self._bind_time(validate.optional_time(updated_before, "updated_before"))
         await self._adopt_before_ending(sid)
-        await self._write(sid, lambda: queries.delete_session(sid), operation_id, ends_session=True)
+        await self._write(
+            sid, lambda: queries.delete_session(sid, before), operation_id, ends_session=True
+        )

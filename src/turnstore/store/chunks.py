@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
 from typing import TypeVar
 
 __all__ = ["overlapped", "ranges"]
@@ -15,14 +15,19 @@ C = TypeVar("C")
 P = TypeVar("P")
 
 
-def ranges(sizes: Sequence[int], limit: int) -> list[tuple[int, int]]:
+def ranges(
+    sizes: Sequence[int], limit: int, cuts: Container[int] | None = None
+) -> list[tuple[int, int]]:
     """Consecutive ``(start, stop)`` slices of ``sizes`` that hold at most ``limit`` in all,
-    but for a single element bigger than that, which is a slice alone."""
+    but for a single element bigger than that, which is a slice alone; with ``cuts``, a slice
+    starts only at an index in it (and so grows past ``limit`` until it reaches one)."""
     slices: list[tuple[int, int]] = []
     start = 0
     while start < len(sizes):
         stop, size = start, 0
-        while stop < len(sizes) and (stop == start or size + sizes[stop] <= limit):
+        while stop < len(sizes) and (
+            stop == start or size + sizes[stop] <= limit or (cuts is not None and stop not in cuts)
+        ):
             size += sizes[stop]
             stop += 1
         slices.append((start, stop))

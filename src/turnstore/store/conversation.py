@@ -8,7 +8,8 @@ from typing import Any
 from .. import validate
 from ..core import append, compaction, history, reads
 from ..core.catalogue import SessionPatch
-from ..core.codec import prepare_items
+from ..core.codec import PreparedItem, prepare_items
+from ..core.once import HEAD
 from ..core.telemetry import Telemetry
 from ..errors import InvalidOperationError
 from ..model import HistoryTail, Usage
@@ -61,6 +62,10 @@ class ConversationMixin(StoreBase):
                 sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner
             ),
             operation_id,
+            # A Runner call's later batches count for its run (the owner), a batch that
+            # starts no run for the head: the write key's claim stores that result at once,
+            # and nothing after the write needs to.
+            likely=owner if owner is not None else None if _starts_run(batch) else HEAD,
         )
 
     async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
@@ -123,3 +128,8 @@ class ConversationMixin(StoreBase):
         return await self._write(
             sid, lambda: compaction.compact(sid, batch, now, replaced), operation_id
         )
+
+
+def _starts_run(batch: Sequence[PreparedItem]) -> bool:
+    """Whether ``batch`` holds an item that starts a run (its result is then that run)."""
+    return any(prepared.info.starts_run for prepared in batch)

@@ -1,17 +1,20 @@
 """The store's side of ``turnstore copy``: a range of a session's rows written exactly once
-(an internal API for ``turnstore.transfer``, which reads them from the source)."""
+(an internal API for ``turnstore.transfer``, which reads them from the source, and for the
+import of an export, which holds them whole: ``write_session``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..core import transfer
 from ..core.ops import Op
 from ..core.rows import SessionRow
-from ..core.transfer import Chunk, IdMap, Time
+from ..core.transfer import Chunk, IdMap, Time, time_binder
 from .base import StoreBase
+from .chunks import ranges
 
-__all__ = ["write_rows"]
+__all__ = ["write_rows", "write_session"]
 
 
 async def write_rows(
@@ -46,4 +49,55 @@ async def write_rows(
         None,
         keep,
         replay,
+    )
+
+
+async def write_session(
+    store: StoreBase,
+    session: SessionRow,
+    metadata: str,
+    rows: Chunk,
+    ids: IdMap,
+    *,
+    chunk_items: int,
+    on_items: Callable[[int], None] | None = None,
+) -> None:
+    """A whole session's ``rows`` (run ids in order, parents first) written as ``copy``
+    writes them, about ``chunk_items`` items a transaction; but for the runs ``ids`` maps,
+    which the store holds already (an import that stopped part way: ``match_runs``)."""
+    time = time_binder(store.backend.bind_time)
+    done = len(ids.runs)
+    slices = ranges([run.item_count for run in rows.runs[done:]], chunk_items)
+    if not slices:  # no runs: the session's row is all there is
+        await write_rows(store, session, metadata, None, ids, time, first=not done, last=True)
+        return
+    for index, (start, stop) in enumerate(slices):
+        part = _part(rows, done + start, done + stop)
+        first, last = not done and not index, index == len(slices) - 1
+        ids = await write_rows(store, session, metadata, part, ids, time, first=first, last=last)
+        if on_items is not None:
+            on_items(len(part.items))
+
+
+def _part(rows: Chunk, start: int, stop: int) -> Chunk:
+    """The rows of ``rows.runs[start:stop]``; a tool call goes with the last of its run and
+    its items' runs (an output can land in a later run than its call), as ``read_chunk``
+    reads a range."""
+    runs = rows.runs[start:stop]
+    first, last = runs[0].id, runs[-1].id
+
+    def within(run_id: int) -> bool:
+        return first <= run_id <= last
+
+    return Chunk(
+        runs,
+        [row for row in rows.items if within(row.run_id)],
+        [
+            call
+            for call in rows.tool_calls
+            if within(max(call.run_id, call.call_item_run or 0, call.output_item_run or 0))
+        ],
+        [row for row in rows.responses if within(row.run_id)],
+        [row for row in rows.spans if within(row.run_id)],
+        [row for row in rows.branch_names if within(row.run_id)],
     )

@@ -18,14 +18,16 @@ See docs/debugging.md. Needs the Agents SDK (the ``agents`` extra).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import binding
 
 if TYPE_CHECKING:
+    from agents import RunContextWrapper
+
     from .processor import SpanStore
 
-__all__ = ["aflush", "flush", "install", "installed", "uninstall"]
+__all__ = ["aflush", "flush", "install", "installed", "trace_tool_error", "uninstall"]
 
 _processor: SpanStore | None = None
 _lock = threading.Lock()
@@ -74,3 +76,18 @@ async def aflush() -> None:
     """``flush`` without blocking the event loop."""
     if _processor is not None:
         await _processor.aflush()
+
+
+def trace_tool_error(ctx: RunContextWrapper[Any], error: Exception) -> str:
+    """A tool's ``failure_error_function`` that keeps its exception's text in the traces.
+
+    ``@function_tool(failure_error_function=tracing.trace_tool_error)``: the model is told what
+    the SDK's default handler tells it, and the exception's text goes to the tool's span, so
+    turnstore stores it in ``spans.error`` and ``tool_calls.error``. The SDK (0.23 and later)
+    keeps the default handler's exception out of every trace on purpose, since an exception
+    may hold what should not leave the process; a tool opts in by naming this function, and
+    ``RunConfig(trace_include_sensitive_data=False)`` still withholds the text.
+    """
+    from agents.tool import default_tool_error_function
+
+    return default_tool_error_function(ctx, error)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -134,7 +136,11 @@ def _records(batch: list[_Finished]) -> dict[tuple[int, str], tuple[Any, list[Sp
     for entry in sorted(batch, key=lambda e: e.span.started_at or ""):
         run_id = entry.binding.run_id
         assert run_id is not None
-        record = _record(entry.span, run_id, entry.binding.store.backend, seen)
+        try:
+            record = _record(entry.span, run_id, entry.binding.store.backend, seen)
+        except Exception:  # this span alone is lost, not the batch
+            logger.exception("turnstore.tracing: a span could not be read")
+            continue
         key = (id(entry.binding.store), entry.binding.session_id)
         grouped.setdefault(key, (entry.binding.store, []))[1].append(record)
     return grouped
@@ -190,6 +196,16 @@ class SpanStore(TracingProcessor):
         self._traces: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writing: set[Future[None]] = set()
+        _PROCESSORS.add(self)
+
+    def _forked(self) -> None:
+        """In the child of a fork: the writer thread was not copied (its loop would never run
+        what is handed to it, and a flush would wait forever), and a lock may have been taken
+        by a thread that is not here. Spans pending at the fork are the parent's to write."""
+        self._lock = threading.Lock()
+        self._loop = None
+        self._writing = set()
+        self._finished = []
 
     # -- the SDK's calls: quick, and never raising -------------------------------------------
 
@@ -335,3 +351,15 @@ class SpanStore(TracingProcessor):
         """The spans waiting to be written (for tests and diagnostics)."""
         with self._lock:
             return [entry.span for entry in self._finished]
+
+
+# Every processor, told when this process is the child of a fork (SpanStore._forked).
+_PROCESSORS: weakref.WeakSet[SpanStore] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for processor in list(_PROCESSORS):
+        processor._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)

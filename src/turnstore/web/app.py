@@ -108,6 +108,10 @@ class Urls:
         """Where the form that names a branch posts."""
         return f"{self.root}/name-branch/{quote(session_id, safe='')}"
 
+    def switch_branch(self, session_id: str) -> str:
+        """Where the form that makes a named branch active posts (not in read-only mode)."""
+        return f"{self.root}/switch-branch/{quote(session_id, safe='')}"
+
     def checkout(self, session_id: str) -> str:
         """Where the form that makes a branch active posts to (not in read-only mode)."""
         return f"{self.root}/checkout/{quote(session_id, safe='')}"
@@ -334,6 +338,15 @@ def build_app(
         await store.move_head(session_id, view.leaf_run_id, to_parent=False)
         return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
 
+    async def switch_branch(request: Request, params: Params) -> Response:
+        """Make the branch of a name the session's active path (``Store.switch_to_branch``)."""
+        session_id = params.path_text("session_id")
+        form = await posted_form(request)
+        # A name that is no branch's is the store's NotFoundError (a 404 page that says so),
+        # one that cannot be a name its InvalidOperationError (a 400).
+        await _store(request).switch_to_branch(session_id, form.get("name", [""])[0])
+        return RedirectResponse(_urls(request).session(session_id), 303)
+
     async def name_branch(request: Request, params: Params) -> Response:
         """Name (or rename, or with an empty name unname) the branch through a run."""
         session_id = params.path_text("session_id")
@@ -379,6 +392,7 @@ def build_app(
     if not read_only:
         routes.append(Page("/checkout/{session_id:path}", checkout, methods=["POST"]))
         routes.append(Page("/name-branch/{session_id:path}", name_branch, methods=["POST"]))
+        routes.append(Page("/switch-branch/{session_id:path}", switch_branch, methods=["POST"]))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -1,0 +1,331 @@
+"""What an export carries of a session besides its items and tree, and how an import reads it
+back: the rows ``turnstore copy`` carries (``core.transfer.Chunk``), as JSON values.
+
+One definition: the columns are those of the copy's row types (``RunRow``,
+``CopyToolCallRow``, ``ModelResponseRow``, ``SpanRow``), written by name and read back checked
+by each column's declared type (``int``, ``str``, ``float``, a time; ``| None`` when it may be
+null), so a column the copy gains is exported and imported with it. Each run of an export
+(``run_record``) holds:
+
+- the run's columns (``Run``'s fields: ``usage`` holds the token columns), links by the run ids
+  of the export (``parent_id``, ``prior_run_id``, ``compacted_by``);
+- ``item_times``: each item's ``created_at``, by position;
+- ``tool_calls``: every column of the tool call, and where its items are: ``call_item_run``,
+  ``call_item_position``, ``output_item_run``, ``output_item_position`` (a run id of the export
+  and a position in it; null: no such item);
+- ``model_responses`` and ``spans``: every column but ``id``, ``session_id`` and ``run_id``
+  (their run is the one they sit in); a span's ``data`` is its JSON text as stored;
+- ``branch_name``: the name given to the branch this run forks (null: none).
+
+``exact_session`` reads them back into the rows the copy's writer writes (run ids are the
+runs' places in the export, 0 first); a value the database would not store exactly (a wrong
+type, a number out of range, NUL or a lone surrogate in text, a time that is not ISO 8601, an
+unknown run status) raises ``InvalidOperationError`` naming it, and a link to a run the export
+does not hold is left out and counted (as copy leaves out a link to a run its source no longer
+holds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVar, get_args
+
+from . import validate
+from .core.codec import prepare_items
+from .core.rows import RunRow, SessionRow, as_datetime
+from .core.statements import (
+    BranchNameRow,
+    CopyItemRow,
+    CopyToolCallRow,
+    ModelResponseRow,
+    SpanRow,
+)
+from .core.transfer import Chunk
+from .errors import InvalidOperationError
+from .jsonout import fields
+from .model import Run, RunStatus, Usage
+
+__all__ = ["ExactSession", "ExportedRun", "RunRows", "exact_session", "rows_by_run", "run_record"]
+
+R = TypeVar("R")
+
+# What a nested row's place says: it is left out of the export, and not read back.
+_PLACE = ("id", "session_id", "run_id")
+# The columns of a tool call that name items by their place.
+_ITEM_RUNS = ("call_item_run", "output_item_run")
+_USAGE = tuple(f.name for f in dataclasses.fields(Usage))
+_STATUSES = frozenset(get_args(RunStatus))
+_KINDS = (None, "compaction")  # a run's kinds (core/compaction.py writes compaction runs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Export
+
+
+@dataclass
+class RunRows:
+    """The rows of one run, as ``core.transfer.read_chunk`` read them."""
+
+    items: list[CopyItemRow] = field(default_factory=list)
+    tool_calls: list[CopyToolCallRow] = field(default_factory=list)
+    responses: list[ModelResponseRow] = field(default_factory=list)
+    spans: list[SpanRow] = field(default_factory=list)
+    branch_name: str | None = None
+
+
+def rows_by_run(chunk: Chunk) -> dict[int, RunRows]:
+    """``chunk``'s rows by the run they belong to (a tool call: the run of its call)."""
+    runs: dict[int, RunRows] = {run.id: RunRows() for run in chunk.runs}
+    for item in chunk.items:
+        runs[item.run_id].items.append(item)
+    for call in chunk.tool_calls:
+        runs[call.run_id].tool_calls.append(call)
+    for response in chunk.responses:
+        runs[response.run_id].responses.append(response)
+    for span in chunk.spans:
+        runs[span.run_id].spans.append(span)
+    for name in chunk.branch_names:
+        runs[name.run_id].branch_name = name.name
+    return runs
+
+
+def run_record(run: Run, rows: RunRows) -> dict[str, Any]:
+    """``run``'s fields and the rows that hang on it, as an export writes them (the module's
+    docstring); times are datetimes, which ``jsonout.dumps`` writes as ISO 8601."""
+    record = fields(run)
+    record["item_times"] = [as_datetime(item.created_at) for item in rows.items]
+    record["tool_calls"] = [_row_record(call, ()) for call in rows.tool_calls]
+    record["model_responses"] = [_row_record(row, _PLACE) for row in rows.responses]
+    record["spans"] = [_row_record(span, _PLACE) for span in rows.spans]
+    record["branch_name"] = rows.branch_name
+    return record
+
+
+def _row_record(row: NamedTuple, leave: Sequence[str]) -> dict[str, Any]:
+    columns = _columns(type(row))
+    return {
+        name: as_datetime(value) if value is not None and columns[name].check is _time else value
+        for name, value in row._asdict().items()
+        if name not in leave
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Import: each column checked by its declared type
+
+Check = Callable[[Any, str], Any]
+
+
+def _int(value: Any, name: str) -> int:
+    return validate.count(value, name)
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidOperationError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _time(value: Any, name: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InvalidOperationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+
+
+_BY_TYPE: dict[Any, Check] = {int: _int, str: validate.text, float: _number, Any: _time}
+
+
+@dataclass(frozen=True)
+class _Column:
+    check: Check
+    optional: bool
+
+    def __call__(self, value: Any, name: str) -> Any:
+        return None if value is None and self.optional else self.check(value, name)
+
+
+_COLUMNS: dict[type, dict[str, _Column]] = {}
+
+
+def _columns(row_type: type) -> dict[str, _Column]:
+    """Each column of ``row_type``, checked by its declared type (``Any``: a time)."""
+    if row_type not in _COLUMNS:
+        columns = {}
+        for name, hint in typing.get_type_hints(row_type).items():
+            kinds = get_args(hint) or (hint,)
+            plain = [kind for kind in kinds if kind is not type(None)]
+            columns[name] = _Column(_BY_TYPE[plain[0]], len(plain) < len(kinds))
+        _COLUMNS[row_type] = columns
+    return _COLUMNS[row_type]
+
+
+def _row(row_type: type[R], record: Any, what: str, **given: Any) -> R:
+    """A ``row_type`` of ``record``'s values (each checked), ``given`` taking precedence."""
+    if not isinstance(record, Mapping):
+        raise InvalidOperationError(f"{what} must be an object, got {type(record).__name__}")
+    values = {
+        name: given[name] if name in given else check(record.get(name), f"{what}: {name}")
+        for name, check in _columns(row_type).items()
+    }
+    if "requests" in values:  # the store's limits of token counts (requests fit INTEGER)
+        validate.optional_usage(Usage(**{name: values[name] for name in _USAGE}), what)
+    return row_type(**values)
+
+
+@dataclass(frozen=True)
+class ExactSession:
+    """A session's rows as an export carries them, checked: what ``core.transfer.write_chunk``
+    writes. Run ids are the runs' places in the export (0 first), parents first."""
+
+    session: SessionRow
+    metadata: str  # the catalogue's metadata as JSON text
+    chunk: Chunk
+    dropped: int  # links to runs the export does not hold, left out
+
+
+@dataclass(frozen=True)
+class ExportedRun:
+    """A run as an export's reader found it: its id in the export, its parent's place (None:
+    a root), its record and its items."""
+
+    key: Any
+    parent: int | None
+    record: Any
+    items: list[dict[str, Any]]
+
+
+def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) -> ExactSession:
+    """The rows of a session read from an export (the module's docstring); raises
+    ``InvalidOperationError`` naming the first value that is not what the database stores."""
+    places = {run.key: index for index, run in enumerate(runs)}
+    dropped = 0
+
+    def link(value: Any) -> int | None:
+        nonlocal dropped
+        if value is None:
+            return None
+        place = places.get(value) if isinstance(value, (int, str)) else None
+        dropped += place is None
+        return place
+
+    if not isinstance(session, Mapping):
+        raise InvalidOperationError(f"session {session_id!r}'s record must be an object")
+    metadata = validate.metadata(session.get("metadata") or {})
+    head = link(session.get("head_run_id"))
+    catalogue = _row(
+        SessionRow,
+        session,
+        f"session {session_id!r}",
+        session_id=session_id,
+        metadata=metadata,
+        head_run_id=head,
+        user_id=validate.optional_key(session.get("user_id"), "user_id"),
+    )
+    rows: list[RunRow] = []
+    items: list[CopyItemRow] = []
+    calls: list[CopyToolCallRow] = []
+    responses: list[ModelResponseRow] = []
+    spans: list[SpanRow] = []
+    names: list[BranchNameRow] = []
+    for place, run in enumerate(runs):
+        what = f"run {run.key!r}"
+        record = run.record
+        if not isinstance(record, Mapping) or not isinstance(record.get("usage"), Mapping):
+            raise InvalidOperationError(f"{what} must be an object with its usage")
+        row = _row(
+            RunRow,
+            {**record, **record["usage"]},
+            what,
+            id=place,
+            session_id=session_id,
+            parent_id=run.parent,
+            depth=0 if run.parent is None else rows[run.parent].depth + 1,
+            item_count=len(run.items),
+            prior_run_id=link(record.get("prior_run_id")),
+            compacted_by=link(record.get("compacted_by")),
+        )
+        if row.status is not None and row.status not in _STATUSES:
+            raise InvalidOperationError(f"{what}: status {row.status!r} is not a run status")
+        if row.kind not in _KINDS:
+            raise InvalidOperationError(f"{what}: kind {row.kind!r} is not a kind of run")
+        rows.append(row)
+        items.extend(_items(run, place, what, compaction=row.kind is not None))
+        for n, call in enumerate(_list(record, "tool_calls", what)):
+            places_of = {
+                name: link(call.get(name)) if isinstance(call, Mapping) else None
+                for name in _ITEM_RUNS
+            }
+            calls.append(
+                _row(
+                    CopyToolCallRow,
+                    call,
+                    f"{what}'s tool call {n}",
+                    id=0,
+                    session_id=session_id,
+                    run_id=place,
+                    **places_of,
+                )
+            )
+        for n, response in enumerate(_list(record, "model_responses", what)):
+            responses.append(
+                _row(
+                    ModelResponseRow,
+                    response,
+                    f"{what}'s model response {n}",
+                    id=0,
+                    session_id=session_id,
+                    run_id=place,
+                )
+            )
+        for n, span in enumerate(_list(record, "spans", what)):
+            spans.append(
+                _row(SpanRow, span, f"{what}'s span {n}", id=0, session_id=session_id, run_id=place)
+            )
+        name = record.get("branch_name")
+        if name is not None:
+            names.append(BranchNameRow(place, validate.branch_name(name)))
+    chunk = Chunk(rows, items, calls, responses, spans, names)
+    return ExactSession(catalogue, metadata, chunk, dropped)
+
+
+def _list(record: Mapping[str, Any], name: str, what: str) -> list[Any]:
+    value = record.get(name, [])
+    if not isinstance(value, list):
+        raise InvalidOperationError(f"{what}: {name} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _items(run: ExportedRun, place: int, what: str, *, compaction: bool) -> list[CopyItemRow]:
+    times = _list(run.record, "item_times", what)
+    if len(times) != len(run.items):
+        raise InvalidOperationError(
+            f"{what}: item_times holds {len(times)} times for {len(run.items)} items"
+        )
+    prepared_items = prepare_items(run.items)
+    for position, prepared in enumerate(prepared_items):
+        # A user message starts a run (a compaction run holds whatever replaced the history).
+        if position and prepared.info.starts_run and not compaction:
+            raise InvalidOperationError(
+                f"{what}: item {position} is a user message, which starts a run of its own"
+            )
+    return [
+        CopyItemRow(
+            0,
+            place,
+            position,
+            prepared.info.type,
+            prepared.info.role,
+            prepared.info.call_id,
+            prepared.info.name,
+            prepared.info.text,
+            prepared.data,
+            _time(when, f"{what}: item_times[{position}]"),
+        )
+        for position, (prepared, when) in enumerate(zip(prepared_items, times, strict=True))
+    ]

@@ -1,0 +1,292 @@
+"""An export of every session, imported into an empty store, is the database it came from
+(issue 16): every table, every column, compared through the order of ids (tests/richdb.py),
+on every backend, for JSONL and JSON. Then: what a hostile export's new fields do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from richdb import assert_rich, build_rich, dump
+from test_copy import Interrupted, _failing_after, cli
+from turnstore import InvalidOperationError, Store
+from turnstore.exchange import ExactSession, ExportedRun, exact_session
+from turnstore.importers import import_source, merge_session
+from turnstore.importers.exports import ExportSource
+
+
+@pytest.fixture(scope="module")
+def rich_export(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The rich database (a SQLite file), its tables and its exports in both formats."""
+    directory = tmp_path_factory.mktemp("rich")
+    source = str(directory / "source.db")
+
+    async def build() -> dict[str, list[dict[str, Any]]]:
+        async with Store.open(source) as store:
+            await build_rich(store)
+            return await dump(store)
+
+    tables = asyncio.run(build())
+    assert_rich(tables)
+    files = {}
+    for fmt in ("jsonl", "json"):
+        files[fmt] = directory / f"all.{fmt}"
+        cli("export", "-f", fmt, "-o", str(files[fmt]), "--db", source)
+    return {"source": source, "tables": tables, "files": files}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_an_export_imports_as_the_database_it_came_from(
+    rich_export: dict[str, Any], new_target: Any, fmt: str
+) -> None:
+    target = new_target()
+    summary = json.loads(
+        cli("import", str(rich_export["files"][fmt]), "--db", target, "--json").stdout
+    )
+    assert (summary["new_sessions"], summary["skipped"], summary["skipped_sessions"]) == (7, 0, 0)
+
+    async def check() -> None:
+        async with Store.open(target) as imported:
+            assert await dump(imported) == rich_export["tables"]
+            async with Store.open(rich_export["source"]) as source:
+                for info in (await source.sessions(limit=100)).sessions:
+                    sid = info.session_id
+                    assert await imported.get_items(sid) == await source.get_items(sid)
+
+    asyncio.run(check())
+    # A second import adds nothing (the stored sessions are merged, as before).
+    again = json.loads(
+        cli("import", str(rich_export["files"][fmt]), "--db", target, "--json").stdout
+    )
+    assert (again["new_sessions"], again["runs"], again["items"]) == (0, 0, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile exports: the new fields checked as the database stores them
+
+
+def _document(rich_export: dict[str, Any], session_id: str) -> dict[str, Any]:
+    documents = json.loads(rich_export["files"]["json"].read_text())
+    document: dict[str, Any] = next(
+        d for d in documents if d["session"]["session_id"] == session_id
+    )
+    return document
+
+
+def _exact(document: dict[str, Any]) -> ExactSession:
+    places = {run["id"]: index for index, run in enumerate(document["runs"])}
+    runs = [
+        ExportedRun(run["id"], places.get(run["parent_id"]), run, run["items"])
+        for run in document["runs"]
+    ]
+    return exact_session(document["session"]["session_id"], document["session"], runs)
+
+
+def _runner_run(document: dict[str, Any]) -> dict[str, Any]:
+    """The runner session's run with a timed tool call and model calls."""
+    run: dict[str, Any] = next(r for r in document["runs"] if r["tool_calls"])
+    return run
+
+
+HOSTILE_FIELDS = [
+    (
+        "a tool call's duration as text",
+        lambda r: r["tool_calls"][0].update(duration_ms="5"),
+        "duration_ms must be a finite number",
+    ),
+    (
+        "a negative token count",
+        lambda r: r["usage"].update(input_tokens=-1),
+        "input_tokens must be an int",
+    ),
+    (
+        "requests beyond INTEGER",
+        lambda r: r["model_responses"][0].update(requests=2**40),
+        "requests must be an int from 0",
+    ),
+    (
+        "a token count beyond 64 bits",
+        lambda r: r["usage"].update(total_tokens=2**63),
+        "total_tokens must be an int",
+    ),
+    (
+        "a bool for a number",
+        lambda r: r["model_responses"][0].update(latency_ms=True),
+        "latency_ms must be a finite number",
+    ),
+    ("a lone surrogate in the agent", lambda r: r.update(agent_name="a\ud800b"), "lone surrogate"),
+    ("NUL in a tool's error", lambda r: r["tool_calls"][0].update(error="x\x00y"), "NUL"),
+    (
+        "a time that is no time",
+        lambda r: r["tool_calls"][0].update(started_at="yesterday"),
+        "started_at must be an ISO 8601 time",
+    ),
+    (
+        "a required time missing",
+        lambda r: r.update(created_at=None),
+        "created_at must be an ISO 8601 time",
+    ),
+    ("an unknown run status", lambda r: r.update(status="exploded"), "not a run status"),
+    ("item times that do not match the items", lambda r: r["item_times"].pop(), "item_times holds"),
+    ("spans that are not a list", lambda r: r.update(spans={"a": 1}), "spans must be a list"),
+    ("a span that is not an object", lambda r: r.update(spans=[1]), "must be an object"),
+    (
+        "a user message inside a run",
+        lambda r: (
+            r["items"].append({"role": "user", "content": "?"})
+            or r["item_times"].append(r["item_times"][0])
+        ),
+        "starts a run of its own",
+    ),
+    ("an empty branch name", lambda r: r.update(branch_name=" "), "branch name"),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [pytest.param(change, message, id=name) for name, change, message in HOSTILE_FIELDS],
+)
+def test_a_hostile_value_is_refused_by_name(
+    rich_export: dict[str, Any], change: Any, message: str
+) -> None:
+    document = _document(rich_export, "runner")
+    _exact(document)  # as exported: accepted
+    change(_runner_run(document))
+    with pytest.raises(InvalidOperationError, match=message):
+        _exact(document)
+
+
+def test_a_session_with_a_hostile_value_is_imported_from_its_items(
+    rich_export: dict[str, Any], tmp_path: Path
+) -> None:
+    """The rest of the file is written exactly; that session as a version 1 export would be
+    (its tree, items, usage and catalogue), and counted as skipped."""
+    documents = json.loads(rich_export["files"]["json"].read_text())
+    runner = next(d for d in documents if d["session"]["session_id"] == "runner")
+    _runner_run(runner)["tool_calls"][0]["duration_ms"] = "slow"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(documents))
+    target = str(tmp_path / "t.db")
+    summary = json.loads(cli("import", str(hostile), "--db", target, "--json").stdout)
+    assert (summary["new_sessions"], summary["skipped"]) == (7, 1)
+
+    async def check() -> None:
+        async with Store.open(target) as store, Store.open(rich_export["source"]) as source:
+            tables, before = await dump(store), rich_export["tables"]
+            for table in tables:
+                rest = [row for row in tables[table] if row.get("session_id") != "runner"]
+                assert rest == [r for r in before[table] if r.get("session_id") != "runner"]
+            assert await store.get_items("runner") == await source.get_items("runner")
+            assert [call.duration_ms for call in await store.tool_calls(session_id="runner")] == [
+                None,
+                None,
+            ]
+
+    asyncio.run(check())
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_link_to_a_run_the_export_lacks_is_left_out_and_counted(
+    rich_export: dict[str, Any], tmp_path: Path, fmt: str
+) -> None:
+    text = rich_export["files"][fmt].read_text()
+    # The compacted runs name their compaction run: make them name a run that is not there.
+    compacted = [row for row in rich_export["tables"]["runs"] if row["compacted_by"] is not None]
+    assert len(compacted) == 3
+    if fmt == "jsonl":
+        lines = [json.loads(line) for line in text.splitlines()]
+        for line in lines:
+            if line.get("run", {}).get("compacted_by") is not None:
+                line["run"]["compacted_by"] = 99999
+        pointed = "".join(json.dumps(line) + "\n" for line in lines)
+    else:
+        documents = json.loads(text)
+        for document in documents:
+            for run in document["runs"]:
+                if run["compacted_by"] is not None:
+                    run["compacted_by"] = 99999
+        pointed = json.dumps(documents)
+    path = tmp_path / f"pointed.{fmt}"
+    path.write_text(pointed)
+    target = str(tmp_path / "t.db")
+    summary = json.loads(cli("import", str(path), "--db", target, "--json").stdout)
+    assert (summary["new_sessions"], summary["skipped"]) == (7, 3)
+
+    async def check() -> None:
+        async with Store.open(target) as store:
+            runs = (await dump(store))["runs"]
+        assert [run["compacted_by"] for run in runs if run["status"] == "compacted"] == [None] * 3
+        assert [{**r, "compacted_by": None} for r in runs] == [
+            {**r, "compacted_by": None} for r in rich_export["tables"]["runs"]
+        ]
+
+    asyncio.run(check())
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_version_1_export_still_imports(
+    rich_export: dict[str, Any], tmp_path: Path, fmt: str
+) -> None:
+    """Without the new fields (an export written before them), items, tree and usage (a
+    compaction is not in them: its session reads as its runs were written; nor, in JSONL, the
+    head, which is the last run)."""
+    text = rich_export["files"][fmt].read_text()
+    if fmt == "jsonl":
+        lines = [json.loads(line) for line in text.splitlines()]
+        old = [{k: v for k, v in line.items() if k not in ("run", "session")} for line in lines]
+        text = "".join(json.dumps(line) + "\n" for line in old if "item" in line)
+    else:
+        documents = json.loads(text)
+        for document in documents:
+            document["version"] = 1
+            for run in document["runs"]:
+                for key in ("item_times", "model_responses", "spans", "branch_name"):
+                    del run[key]
+        text = json.dumps(documents)
+    path = tmp_path / f"old.{fmt}"
+    path.write_text(text)
+    target = str(tmp_path / "t.db")
+    summary = json.loads(cli("import", str(path), "--db", target, "--json").stdout)
+    assert (summary["new_sessions"], summary["skipped"]) == (6 if fmt == "jsonl" else 7, 0)
+
+    async def check() -> None:
+        async with Store.open(target) as store, Store.open(rich_export["source"]) as source:
+            for info in (await source.sessions(limit=100)).sessions:
+                if info.head_run_id is not None and info.session_id != "compacted":
+                    sid = info.session_id
+                    assert [items for _, items in await store.tree(sid)] == [
+                        items for _, items in await source.tree(sid)
+                    ]
+                    assert (await store.usage(session_id=sid)) == (
+                        await source.usage(session_id=sid)
+                    )
+
+    asyncio.run(check())
+
+
+@pytest.mark.parametrize("writes", [1, 2])
+async def test_an_import_that_stopped_part_way_resumes_exactly(
+    rich_export: dict[str, Any], tmp_path: Path, writes: int
+) -> None:
+    """A new session is written a few runs a transaction; run again, the import continues from
+    the runs the store holds (as copy resumes), and the whole file then reads as the source."""
+    source = ExportSource(str(rich_export["files"]["jsonl"]), "jsonl")
+    tree = await source.load("tree")
+    target = str(tmp_path / "t.db")
+    async with Store.open(target) as store:
+        with pytest.raises(Interrupted):
+            await merge_session(_failing_after(store, writes), tree, chunk_items=2)
+    async with Store.open(target) as store:
+        held = len(await store.tree("tree"))  # every run written (no head yet)
+        assert 0 < held < 6
+        resumed = await merge_session(store, tree, chunk_items=2)
+        assert (resumed.existed, resumed.runs, resumed.present) == (True, 6 - held, 2 * held)
+        summary = await import_source(store, source)
+        others = len(rich_export["tables"]["runs"]) - 6
+        assert (summary.new_sessions, summary.runs, summary.skipped) == (6, others, 0)
+        assert await dump(store) == rich_export["tables"]
