@@ -22,7 +22,7 @@ import pytest
 
 from builders import user
 from conftest import session_target
-from turnstore import ClosedError, StructuredSession
+from turnstore import ClosedError, Store, StructuredSession
 from turnstore.store import shared as _shared
 
 LEAK_SCRIPT = """
@@ -147,6 +147,32 @@ async def test_a_store_closed_by_hand_is_replaced(tmp_path: Path) -> None:
     assert other.store is not closed
     other.close()
     session.close()
+
+
+def test_a_session_dropped_on_the_thread_an_opening_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store opens under the shared stores' lock and waits for a thread of its own (a
+    PostgreSQL backend's event loop); a session dropped there (its finalizer runs inside any
+    allocation) must not wait for that lock, or neither thread ever goes on."""
+    dropped = [StructuredSession("old", str(tmp_path / "old.db"))]
+    old_store = dropped[0].store
+    opening = Store.open
+
+    def open_while_dropping(target: Any, **options: Any) -> Store:
+        thread = threading.Thread(target=dropped.clear)  # the last reference: its finalizer
+        thread.start()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the dropped session's finalizer waits for the lock"
+        return opening(target, **options)
+
+    monkeypatch.setattr(_shared, "IDLE_CLOSE", 0.05)
+    monkeypatch.setattr(Store, "open", open_while_dropping)
+    new = StructuredSession("new", str(tmp_path / "new.db"))
+    monkeypatch.undo()
+    # The janitor ended the dropped session's lease and closed its idle store.
+    wait_until(lambda: _shared.closed(old_store))
+    new.close()
 
 
 def test_sessions_opened_from_threads_share_one_store(tmp_path: Path) -> None:

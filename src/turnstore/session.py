@@ -217,7 +217,7 @@ class StructuredSession:
         lease = shared.acquire(self._target)
         self._store = lease.store
         # Not at exit: the shared stores are closed then anyway.
-        weakref.finalize(self, lease.release).atexit = False
+        weakref.finalize(self, lease.release_later).atexit = False
         return lease
 
     @property

@@ -7,6 +7,10 @@ A store with no session left is closed by a janitor thread once it has been idle
 ``IDLE_CLOSE`` seconds (so that the next request finds it open), when its last session is
 closed explicitly, or at exit. ``:memory:`` is a database per session, as with
 ``SQLiteSession``: never shared, closed as soon as its session is gone.
+
+A dropped session's finalizer takes no lock: it can run inside any allocation of any thread,
+also the thread of a store that ``acquire`` is opening under the lock and waits for. It only
+queues its lease (``Lease.release_later``) for the janitor, which ends it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,12 +42,12 @@ class _Entry:
     idle_since: float = field(default_factory=time.monotonic)
 
 
-# Reentrant: a session's finalizer (which releases its lease) can run inside any allocation,
-# also in a thread that holds the lock already.
-_lock = threading.RLock()
-_wake = threading.Condition(_lock)
+_lock = threading.Lock()
 _entries: dict[str, _Entry] = {}
 _to_close: list[Store] = []  # stores of gone sessions, for the janitor to close
+# The janitor's inbox: leases of dropped sessions to end, or None to look again at the idle
+# stores. SimpleQueue.put is safe in a finalizer (it takes no lock a thread could hold).
+_inbox: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
 _janitor: threading.Thread | None = None
 _exit_registered = False
 
@@ -85,42 +90,47 @@ class Lease:
         return self._pid != os.getpid()
 
     def release(self, *, close_now: bool = False) -> Store | None:
-        """End the lease; returns the store when the caller must close it (``close_now``).
-
-        Without ``close_now`` (a session dropped unclosed: this runs in a finalizer, which
-        must not block) an unused store is left to the janitor.
-        """
+        """End the lease; returns the store when the caller must close it (``close_now``),
+        else leaves an unused store to the janitor."""
         with _lock:
-            if self._released:
-                return None
-            self._released = True
-            if self.inherited:
-                return None  # the parent's store: the parent closes it
-            entry = _entries.get(self._key) if self._key is not None else None
-            if entry is not None and entry.store is self.store:
-                entry.users -= 1
-                if entry.users > 0:
-                    return None
-                entry.idle_since = time.monotonic()
-                if not close_now:
-                    _start_janitor()
-                    _wake.notify()
-                    return None
-                del _entries[self._key]  # type: ignore[arg-type]
-            if close_now:
-                return self.store
-            _to_close.append(self.store)
-            _start_janitor()
-            _wake.notify()
+            return self._end(close_now)
+
+    def release_later(self) -> None:
+        """End the lease soon, on the janitor's thread: what a dropped session's finalizer
+        does, since it must neither block nor take a lock."""
+        _inbox.put(self)
+
+    def _end(self, close_now: bool) -> Store | None:
+        # Under _lock.
+        if self._released:
             return None
+        self._released = True
+        if self.inherited:
+            return None  # the parent's store: the parent closes it
+        entry = _entries.get(self._key) if self._key is not None else None
+        if entry is not None and entry.store is self.store:
+            entry.users -= 1
+            if entry.users > 0:
+                return None
+            entry.idle_since = time.monotonic()
+            if not close_now:
+                _inbox.put(None)  # the janitor's next wait ends when this store's idling does
+                return None
+            del _entries[self._key]  # type: ignore[arg-type]
+        if close_now:
+            return self.store
+        _to_close.append(self.store)
+        _inbox.put(None)
+        return None
 
 
 def acquire(target: str | os.PathLike[str]) -> Lease:
     """A lease on the process's store for ``target``, opening it if there is none."""
     key = _key(target)
-    if key is None:
-        return Lease(Store.open(target), None)
     with _lock:
+        _start_janitor()
+        if key is None:
+            return Lease(Store.open(target), None)
         entry = _entries.get(key)
         if entry is None or closed(entry.store):
             # Opened under the lock: sessions of one target opening together wait for one
@@ -167,13 +177,21 @@ def _start_janitor() -> None:
 
 
 def _tidy() -> None:
-    """The janitor: closes stores of gone sessions, and shared stores idle too long."""
+    """The janitor: ends the leases of dropped sessions, closes the stores they leave unused
+    (at once if unshared, else once idle for ``IDLE_CLOSE`` seconds)."""
+    wait: float | None = None
     while True:
+        try:
+            lease = _inbox.get(timeout=wait)
+        except queue.Empty:
+            lease = None
         with _lock:
+            if lease is not None:
+                lease._end(close_now=False)
             now = time.monotonic()
             due: list[Store] = _to_close[:]
             _to_close.clear()
-            wait: float | None = None
+            wait = None
             for key, entry in list(_entries.items()):
                 if entry.users > 0:
                     continue
@@ -183,18 +201,15 @@ def _tidy() -> None:
                     due.append(entry.store)
                 else:
                     wait = remaining if wait is None else min(wait, remaining)
-            if not due:
-                _wake.wait(wait)
-                continue
         for store in due:
             _close(store)
 
 
 def _after_fork() -> None:
     # The child has none of the parent's threads: its stores are unusable, not to be closed.
-    global _lock, _wake, _janitor
-    _lock = threading.RLock()
-    _wake = threading.Condition(_lock)
+    global _lock, _inbox, _janitor
+    _lock = threading.Lock()
+    _inbox = queue.SimpleQueue()
     _entries.clear()
     _to_close.clear()
     _janitor = None
