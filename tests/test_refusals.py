@@ -32,6 +32,7 @@ from turnstore import (
     TurnstoreError,
     Usage,
 )
+from turnstore.sqlite import SQLiteBackend
 from turnstore.validate import MAX_DEPTH, MAX_INT, MAX_REQUESTS
 
 HUGE = 2**63  # one more than either backend stores
@@ -482,6 +483,27 @@ def test_a_database_path_or_url_with_nul_or_lone_surrogates_is_refused(
     with pytest.raises(ConfigurationError):
         StructuredSession("s", target)  # resolved as a path first, to share its store
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("target", ["file:app.db", "file:app.db?mode=ro", "sqlite:///file:app.db"])
+def test_a_sqlite_uri_is_refused_not_read_two_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    # SQLite built to read URIs (Debian's) opens app.db for file:app.db where the checks
+    # before an open look for a file named file:app.db: one target, two files.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="SQLite URI"):
+        Store.open(target)
+    with pytest.raises(ConfigurationError, match="SQLite URI"):
+        StructuredSession("s", target)
+    with pytest.raises(ConfigurationError, match="SQLite URI"):
+        Store.inspect(target)
+    with pytest.raises(ConfigurationError, match="SQLite URI"):
+        SQLiteBackend(target.removeprefix("sqlite:///"))
+    assert os.listdir(tmp_path) == []
+    # A file whose name starts with file: is named by a path that does not.
+    Store.open("./file:app.db").close()
+    assert "file:app.db" in os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize("settings", ["limit=5", 5, {"limit": "x"}, {"bogus": 1}])

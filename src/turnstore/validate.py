@@ -367,6 +367,19 @@ def open_target(target: str) -> str:
     return target
 
 
+def sqlite_file_path(path: str) -> str:
+    """``path`` if SQLite takes it as a file's name. A name starting ``file:`` is a URI to
+    SQLite where it is built to read URIs (Debian's is), and a file's name elsewhere: refused,
+    so that one target names one file everywhere (the open, ``inspect``, the CLI's checks)."""
+    if path.startswith("file:"):
+        raise ConfigurationError(
+            f"{path!r} is a SQLite URI: name the database by its path or as sqlite:///path "
+            "(./file:… for a file whose name starts with file:); read_only=True opens it "
+            "read-only"
+        )
+    return path
+
+
 def option_text(value: Any, name: str) -> str:
     """``value`` if it is text an open can take (as ``text``), else a ConfigurationError."""
     try:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import validate
 from ..core.dialect import result_row, result_rows
 from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, utc
 from ..core.schema import migrate_step, stored_version
@@ -69,7 +70,7 @@ class SQLiteBackend:
         database, and is several times faster per write. ``read_only=True`` opens an existing
         turnstore database without ever writing to it (see ``_open_read_only``).
         """
-        self.path = str(path)
+        self.path = validate.sqlite_file_path(str(path))
         self.read_only = bool(read_only)
         self.found_version: int | None = None
         """The schema version found at opening (None: no turnstore schema)."""

@@ -17,12 +17,13 @@ __all__ = ["open_backend", "sqlite_path"]
 def sqlite_path(target: str) -> str:
     """The SQLite path a target names: ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
     ``sqlite://`` (``:memory:``), or a plain path; a leading ``~`` is the user's home, for
-    every use of the path alike (open, read-only open, inspect)."""
+    every use of the path alike (open, read-only open, inspect). A SQLite URI (``file:…``)
+    is refused (``validate.sqlite_file_path``)."""
     path = target
     if target.lower().startswith("sqlite://"):
         path = target[len("sqlite://") :]
         path = (path[1:] if path.startswith("/") else path) or ":memory:"
-    return path if path == ":memory:" else os.path.expanduser(path)
+    return path if path == ":memory:" else validate.sqlite_file_path(os.path.expanduser(path))
 
 
 def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> Backend:
