@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from builders import assistant, call, output, user
 from richdb import assert_rich, build_rich, dump
 from test_copy import Interrupted, _failing_after, cli
 from turnstore import InvalidOperationError, Store
@@ -290,3 +291,26 @@ async def test_an_import_that_stopped_part_way_resumes_exactly(
         others = len(rich_export["tables"]["runs"]) - 6
         assert (summary.new_sessions, summary.runs, summary.skipped) == (6, others, 0)
         assert await dump(store) == rich_export["tables"]
+
+
+@pytest.mark.parametrize("chunk_items", [1, 2, 2000])
+async def test_an_import_keeps_item_order_when_an_older_branch_grew_later(
+    store: Store, tmp_path: Path, chunk_items: int
+) -> None:
+    """As copy does (test_copy's test of the same name): an item added to an older branch's
+    open run after newer runs is newer than their items, so the import never cuts a session
+    between them and numbers every item in the source's order, whatever the chunk size. An
+    export holds no ids: the items' times say the order."""
+    await store.add_items("p", [user("a"), assistant("A")])
+    await store.add_items("p", [user("b"), call("c1", "t")])
+    first, second = (run for run, _ in await store.tree("p"))
+    await store.move_head("p", first.id, to_parent=False)
+    await store.add_items("p", [user("c"), assistant("C")])
+    await store.move_head("p", second.id, to_parent=False)
+    await store.add_items("p", [output("c1", "done"), assistant("B")])
+    path = tmp_path / "p.jsonl"
+    path.write_text(await store.export("p", "jsonl", all_branches=True), encoding="utf-8")
+    session = await ExportSource(str(path), "jsonl").load("p")
+    async with Store.open(":memory:") as target:
+        await merge_session(target, session, chunk_items=chunk_items)
+        assert await dump(target) == await dump(store)

@@ -290,8 +290,17 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
         name = record.get("branch_name")
         if name is not None:
             names.append(BranchNameRow(place, validate.branch_name(name)))
-    chunk = Chunk(rows, items, calls, responses, spans, names)
+    chunk = Chunk(rows, _numbered(items), calls, responses, spans, names)
     return ExactSession(catalogue, metadata, chunk, dropped)
+
+
+def _numbered(items: list[CopyItemRow]) -> list[CopyItemRow]:
+    """``items`` (in run and position order) in the order the source numbered them, each
+    with its number as its id. An export holds no item ids but each item's time: an item
+    added to an older branch after newer runs is newer than their items, and a store writes
+    items in time order (ties: those of one write, in run and position order)."""
+    ordered = sorted(items, key=lambda item: item.created_at)  # stable: ties keep their order
+    return [item._replace(id=number) for number, item in enumerate(ordered, 1)]
 
 
 def _list(record: Mapping[str, Any], name: str, what: str) -> list[Any]:

@@ -29,6 +29,7 @@ __all__ = [
     "item_order_cuts",
     "mapped",
     "match_runs",
+    "order_cuts",
     "read_chunk",
     "read_range",
     "session_items",
@@ -110,6 +111,12 @@ def item_order_cuts(session_id: str, runs: Sequence[RunRow]) -> Op[set[int]]:
     bounds = {
         row.run_id: (row.first, row.last) for row in (yield S.RUN_ITEM_IDS({"sid": session_id}))
     }
+    return order_cuts(runs, bounds)
+
+
+def order_cuts(runs: Sequence[RunRow], bounds: Mapping[int, tuple[int, int]]) -> set[int]:
+    """``item_order_cuts`` from each run's first and last item id (``bounds``, by run id; a
+    run without items is absent)."""
     cuts: set[int] = set()
     newest = 0  # the newest item before index i
     oldest: list[float] = [float("inf")] * (len(runs) + 1)  # the oldest item from index i on

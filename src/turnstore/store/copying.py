@@ -62,12 +62,20 @@ async def write_session(
     chunk_items: int,
     on_items: Callable[[int], None] | None = None,
 ) -> None:
-    """A whole session's ``rows`` (run ids in order, parents first) written as ``copy``
-    writes them, about ``chunk_items`` items a transaction; but for the runs ``ids`` maps,
+    """A whole session's ``rows`` (run ids in order, parents first; items in id order)
+    written as ``copy`` writes them, about ``chunk_items`` items a transaction, cut only where
+    items keep their order (``core.transfer.order_cuts``); but for the runs ``ids`` maps,
     which the store holds already (an import that stopped part way: ``match_runs``)."""
     time = time_binder(store.backend.bind_time)
     done = len(ids.runs)
-    slices = ranges([run.item_count for run in rows.runs[done:]], chunk_items)
+    bounds: dict[int, tuple[int, int]] = {}
+    for item in rows.items:  # in id order (exchange numbers them so)
+        bounds[item.run_id] = (bounds.get(item.run_id, (item.id, 0))[0], item.id)
+    slices = ranges(
+        [run.item_count for run in rows.runs[done:]],
+        chunk_items,
+        cuts=transfer.order_cuts(rows.runs[done:], bounds),
+    )
     if not slices:  # no runs: the session's row is all there is
         await write_rows(store, session, metadata, None, ids, time, first=not done, last=True)
         return
