@@ -592,13 +592,9 @@ def test_an_export_of_every_session_imports_with_usage_and_the_tree(
         assert asyncio.run(catalogue(target)) == asyncio.run(catalogue(source))
 
 
-@pytest.mark.parametrize("chunk_items", [1, 2, 2000])
-async def test_items_keep_their_order_when_an_older_branch_grows_later(
-    store: Store, chunk_items: int
-) -> None:
-    """An item added to an older branch's open run after newer runs (head moved back, the
-    run continued) is newer than their items: chunks never cut between them, so the target
-    numbers every item in the source's order, whatever the chunk size."""
+async def grow_an_older_branch_later(store: Store) -> None:
+    """Session "p": two runs, then a third beside the second, then the second's open run
+    continued, so that its newest items are newer than the third run's."""
     await store.add_items("p", [user("a"), assistant("A")])
     await store.add_items("p", [user("b"), call("c1", "t")])
     first, second = (run for run, _ in await store.tree("p"))
@@ -608,6 +604,16 @@ async def test_items_keep_their_order_when_an_older_branch_grows_later(
     await store.add_items("p", [output("c1", "done"), assistant("B")])
     [(run_id,)] = await sql(store, "SELECT run_id FROM items ORDER BY id DESC LIMIT 1")
     assert run_id == second.id  # the newest item is on the older branch
+
+
+@pytest.mark.parametrize("chunk_items", [1, 2, 2000])
+async def test_items_keep_their_order_when_an_older_branch_grows_later(
+    store: Store, chunk_items: int
+) -> None:
+    """An item added to an older branch's open run after newer runs (head moved back, the
+    run continued) is newer than their items: chunks never cut between them, so the target
+    numbers every item in the source's order, whatever the chunk size."""
+    await grow_an_older_branch_later(store)
     async with Store.open(":memory:") as target:
         summary = await copy(store, target, chunk_items=chunk_items)
         assert summary.copied == 1

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from builders import assistant, call, output, user
 from richdb import assert_rich, build_rich, dump
-from test_copy import Interrupted, _failing_after, cli
+from test_copy import Interrupted, _failing_after, cli, grow_an_older_branch_later
 from turnstore import InvalidOperationError, Store
 from turnstore.exchange import ExactSession, ExportedRun, exact_session
 from turnstore.importers import import_source, merge_session
@@ -301,13 +300,7 @@ async def test_an_import_keeps_item_order_when_an_older_branch_grew_later(
     open run after newer runs is newer than their items, so the import never cuts a session
     between them and numbers every item in the source's order, whatever the chunk size. An
     export holds no ids: the items' times say the order."""
-    await store.add_items("p", [user("a"), assistant("A")])
-    await store.add_items("p", [user("b"), call("c1", "t")])
-    first, second = (run for run, _ in await store.tree("p"))
-    await store.move_head("p", first.id, to_parent=False)
-    await store.add_items("p", [user("c"), assistant("C")])
-    await store.move_head("p", second.id, to_parent=False)
-    await store.add_items("p", [output("c1", "done"), assistant("B")])
+    await grow_an_older_branch_later(store)
     path = tmp_path / "p.jsonl"
     path.write_text(await store.export("p", "jsonl", all_branches=True), encoding="utf-8")
     session = await ExportSource(str(path), "jsonl").load("p")
