@@ -128,17 +128,17 @@ def acquire(target: str | os.PathLike[str]) -> Lease:
     """A lease on the process's store for ``target``, opening it if there is none."""
     key = _key(target)
     with _lock:
-        _start_janitor()
-        if key is None:
-            return Lease(Store.open(target), None)
-        entry = _entries.get(key)
-        if entry is None or closed(entry.store):
-            # Opened under the lock: sessions of one target opening together wait for one
-            # store rather than each opening their own.
-            entry = _entries[key] = _Entry(Store.open(target))
-            _register_exit()
-        entry.users += 1
-        return Lease(entry.store, key)
+        _start_janitor()  # here, not in a finalizer: starting a thread takes locks
+        if key is not None:
+            entry = _entries.get(key)
+            if entry is None or closed(entry.store):
+                # Opened under the lock: sessions of one target opening together wait for one
+                # store rather than each opening their own.
+                entry = _entries[key] = _Entry(Store.open(target))
+                _register_exit()
+            entry.users += 1
+            return Lease(entry.store, key)
+    return Lease(Store.open(target), None)
 
 
 def _register_exit() -> None:
@@ -162,6 +162,7 @@ def _close(store: Store) -> None:
 
 def _close_all() -> None:
     with _lock:
+        _end_queued()
         stores = [entry.store for entry in _entries.values()] + _to_close
         _entries.clear()
         _to_close.clear()
@@ -188,6 +189,7 @@ def _tidy() -> None:
         with _lock:
             if lease is not None:
                 lease._end(close_now=False)
+            _end_queued()
             now = time.monotonic()
             due: list[Store] = _to_close[:]
             _to_close.clear()
@@ -203,6 +205,17 @@ def _tidy() -> None:
                     wait = remaining if wait is None else min(wait, remaining)
         for store in due:
             _close(store)
+
+
+def _end_queued() -> None:
+    # Under _lock: the leases the inbox holds.
+    while True:
+        try:
+            lease = _inbox.get_nowait()
+        except queue.Empty:
+            return
+        if lease is not None:
+            lease._end(close_now=False)
 
 
 def _after_fork() -> None:
