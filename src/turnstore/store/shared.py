@@ -42,6 +42,7 @@ class _Entry:
     idle_since: float = field(default_factory=time.monotonic)
 
 
+_GATHER = 0.05  # seconds the janitor waits, once woken by a lease, for more to end together
 _lock = threading.Lock()
 _entries: dict[str, _Entry] = {}
 _to_close: list[Store] = []  # stores of gone sessions, for the janitor to close
@@ -186,6 +187,11 @@ def _tidy() -> None:
             lease = _inbox.get(timeout=wait)
         except queue.Empty:
             lease = None
+        if lease is not None:
+            # Let the leases of a burst of dropped sessions (a session per request) gather:
+            # a put that wakes the janitor costs the dropping thread ~30 µs, one to a busy
+            # janitor almost nothing.
+            time.sleep(_GATHER)
         with _lock:
             if lease is not None:
                 lease._end(close_now=False)
