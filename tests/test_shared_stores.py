@@ -167,9 +167,9 @@ def test_a_session_dropped_on_the_thread_an_opening_waits_for(
         return opening(target, **options)
 
     monkeypatch.setattr(_shared, "IDLE_CLOSE", 0.05)
-    monkeypatch.setattr(Store, "open", open_while_dropping)
-    new = StructuredSession("new", str(tmp_path / "new.db"))
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(Store, "open", open_while_dropping)
+        new = StructuredSession("new", str(tmp_path / "new.db"))
     # The janitor ended the dropped session's lease and closed its idle store.
     wait_until(lambda: _shared.closed(old_store))
     new.close()
