@@ -7,6 +7,7 @@ subprocess, to read its threads, ``/proc/self/fd`` and stderr from a clean start
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -273,3 +274,60 @@ async def test_a_shared_store_closed_by_hand_leaves_the_other_sessions_working(
         assert await other.get_items() == [user("before"), user("after")]
         other.close()
         done.close()
+
+
+STORE_FORK_SCRIPT = """
+import asyncio, os, signal, sys
+from turnstore import ClosedError, Store, StructuredSession
+
+TARGET = sys.argv[1]
+
+store = Store.open(TARGET)  # the application's own store, opened before its workers fork
+asyncio.run(store.add_items("s", [{"role": "user", "content": "from the parent"}]))
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)  # a hang kills the child: the parent then reports it
+    outcome = []
+    for attempt in (
+        lambda: store.add_items("s", [{"role": "user", "content": "from the child"}]),
+        lambda: store.get_items("s"),
+        lambda: StructuredSession("s", store).get_items(),
+    ):
+        try:
+            asyncio.run(attempt())
+            outcome.append("ran")
+        except ClosedError:
+            outcome.append("closed")
+    store.close()  # leaves the parent's worker and connections alone
+    os.write(1, (" ".join(outcome) + "\\n").encode())
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child hung or died: {status}"
+asyncio.run(store.add_items("s", [{"role": "user", "content": "parent again"}]))
+print([item["content"] for item in asyncio.run(store.get_items("s"))])
+store.close()
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file", "sqlite-memory", "postgres"])
+def test_a_store_inherited_by_a_forked_child_is_refused_there(backend: str, tmp_path: Path) -> None:
+    """A ``Store`` opened before a fork (an app preloaded, then forked into workers) is the
+    parent's: its worker thread or event loop is not in the child. Used there, every call
+    waited forever for that thread, and ``close()`` on PostgreSQL did too. Now the child gets
+    ``ClosedError``, its ``close()`` returns at once, and the parent's store carries on."""
+    with contextlib.ExitStack() as stack:
+        target = (
+            ":memory:"
+            if backend == "sqlite-memory"
+            else stack.enter_context(session_target(backend, tmp_path))
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", STORE_FORK_SCRIPT, target],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr
+    child, parent = proc.stdout.splitlines()
+    assert child == "closed closed closed"
+    assert json.loads(parent.replace("'", '"')) == ["from the parent", "parent again"]

@@ -18,6 +18,7 @@ the driver answers before it starts.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from datetime import datetime, timezone
 from enum import Enum, Flag, auto
 from functools import partial
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+
+from ..errors import ClosedError
 
 __all__ = [
     "DRIVING",
@@ -41,6 +44,7 @@ __all__ = [
     "Value",
     "Values",
     "finish_write",
+    "forked_away",
     "supports",
     "utc",
 ]
@@ -345,3 +349,14 @@ async def finish_write(write: Awaitable[T]) -> T:
     if cancelled is not None:
         raise cancelled
     return result
+
+
+def forked_away(pid: int) -> ClosedError:
+    """What a store opened in process ``pid`` raises in a forked child of it, where the
+    thread that serves it (SQLite's worker, PostgreSQL's event loop) does not exist: waiting
+    for that thread would wait forever."""
+    return ClosedError(
+        f"this store was opened in process {pid}, and this process ({os.getpid()}) is a fork "
+        "of it: the store's worker is not here, so it cannot be used in this process; open "
+        "a store here, after the fork (StructuredSession does so by itself)"
+    )

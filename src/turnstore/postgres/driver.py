@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ..core.ops import Capability, Fetch, Op, Query, finish_write, utc
+from ..core.ops import Capability, Fetch, Op, Query, finish_write, forked_away, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -117,6 +118,7 @@ class PostgresBackend:
         self._migrate = migrate and not self.read_only
         self._connect_timeout = max(2, round(connect_timeout))  # libpq's minimum is 2 s
         self._closed = False
+        self._pid = os.getpid()  # a forked child has not our loop thread: see run and close
         self._state = threading.Lock()
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._lock_sql = f"SELECT pg_advisory_xact_lock({_lock_key(schema)})"
@@ -307,6 +309,8 @@ class PostgresBackend:
             return await (
                 finish_write(self._execute(op, write)) if write else self._execute(op, write)
             )
+        if self._pid != os.getpid():  # before the lock, which a parent's thread may have held
+            raise forked_away(self._pid)
         with self._state:
             if self._closed:
                 raise ClosedError("the store is closed")
@@ -333,7 +337,15 @@ class PostgresBackend:
     # -- closing -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish the operations in flight, close the pool (if ours) and stop the thread."""
+        """Finish the operations in flight, close the pool (if ours) and stop the thread.
+
+        In a forked child with our own pool only this copy is marked closed: the loop thread
+        is the parent's, and so are the pool's connections (closing them here would end the
+        parent's sessions on the server).
+        """
+        if self._thread is not None and self._pid != os.getpid():
+            self._closed = True
+            return
         with self._state:
             if self._closed:
                 return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 from .. import validate
 from ..core.dialect import result_row, result_rows
-from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, utc
+from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, forked_away, utc
 from ..core.schema import migrate_step, stored_version
 from ..errors import (
     ClosedError,
@@ -76,6 +77,7 @@ class SQLiteBackend:
         """The schema version found at opening (None: no turnstore schema)."""
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()  # a forked child has no worker thread: see run and close
         self._conn: sqlite3.Connection | None = None
         self._checkpointer: Checkpointer | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "turnstore-sqlite")
@@ -286,6 +288,8 @@ class SQLiteBackend:
         """
         if write and self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only: nothing was written")
+        if self._pid != os.getpid():  # before the lock, which a parent's thread may have held
+            raise forked_away(self._pid)
         future = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._closed:
@@ -315,7 +319,14 @@ class SQLiteBackend:
             self._conn = None
 
     def close(self) -> None:
-        """Close the connection and stop the worker thread. Idempotent."""
+        """Close the connection and stop the worker thread. Idempotent.
+
+        In a forked child only this copy is marked closed: the worker (and the connection it
+        serves) belong to the parent.
+        """
+        if self._pid != os.getpid():
+            self._closed = True
+            return
         with self._lock:
             if self._closed:
                 return
