@@ -434,3 +434,39 @@ async def test_a_streamed_run_cancelled_while_its_write_waits_keeps_the_input_on
     items = await store.get_items("s")
     assert items[:4] == TURNS
     assert [item.get("content") for item in items[4:]].count("q3") == 1
+
+
+@pytest.mark.parametrize("end", ["clear_session", "delete_session"])
+async def test_a_session_end_cancelled_before_its_write_starts_is_stored(
+    open_store: Callable[[], Store], backend_name: str, end: str
+) -> None:
+    """``Store.clear_session`` and ``delete_session`` first look (a read, on SQLite) for the
+    session's history in the SDK's tables, to adopt it before ending the session. A
+    cancellation that arrived during that read came out as ``CancelledError`` with nothing
+    deleted, which the promise reads as "stored": the conversation was still there.
+
+    The read is made to wait, deterministically, behind the SQLite worker kept busy; on
+    PostgreSQL there is no such read (the write itself is the first operation)."""
+    store = open_store()
+    await _two_runs(store)
+    entered, gate = asyncio.Event(), threading.Event()
+    run = store.backend.run
+
+    async def spy(op: Any, *, write: bool) -> Any:
+        entered.set()
+        return await run(op, write=write)
+
+    store.backend.run = spy  # type: ignore[method-assign]
+    if backend_name != "postgres":
+        store.backend._executor.submit(gate.wait)  # type: ignore[attr-defined]
+    try:
+        task = asyncio.ensure_future(getattr(store, end)("s"))
+        await asyncio.wait_for(entered.wait(), 30)
+        task.cancel()
+    finally:
+        gate.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), 30)
+    store.backend.run = run  # type: ignore[method-assign]
+    assert await store.session("s") is None
+    assert await store.get_items("s") == []

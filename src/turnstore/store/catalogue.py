@@ -183,7 +183,9 @@ class CatalogueMixin(StoreBase):
         """
         sid = validate.key(session_id, "session_id")
         before = self._bind_time(validate.optional_time(updated_before, "updated_before"))
-        await self._adopt_before_ending(sid)
-        await self._write(
-            sid, lambda: queries.delete_session(sid, before), operation_id, ends_session=True
+        await self._end_session(
+            sid,
+            lambda: self._write(
+                sid, lambda: queries.delete_session(sid, before), operation_id, ends_session=True
+            ),
         )
