@@ -7,6 +7,7 @@ Postgres too); these tests cover the server-specific behaviour around it.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -287,6 +288,42 @@ def test_item_json_is_kept_verbatim(schema: str) -> None:
             assert got == item
 
     asyncio.run(main())
+
+
+def _keepalive_timings(store: Store) -> tuple[int, int, int, int]:
+    """SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT of a connection of ``store``'s
+    pool, read from its socket."""
+
+    async def read() -> tuple[int, int, int, int]:
+        async with store.backend._pool.connection() as conn:  # type: ignore[attr-defined]
+            sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+            with sock:
+                return (
+                    sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+                )
+
+    return store.backend._thread.submit(read()).result()  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_KEEPIDLE"), reason="Linux's TCP options")
+@pytest.mark.parametrize(
+    ("query", "kwargs", "expected"),
+    [
+        ("", {}, (1, 30, 10, 3)),  # a silent server is found dead in about a minute
+        ("?keepalives_idle=7", {}, (1, 7, 10, 3)),  # the URL's own setting wins
+        ("", {"keepalives_count": 5}, (1, 30, 10, 5)),  # and connect_kwargs'
+    ],
+)
+def test_connections_probe_a_silent_server(
+    schema: str, query: str, kwargs: dict[str, Any], expected: tuple[int, ...]
+) -> None:
+    # A host that vanished leaves a query waiting; libpq's probes with the kernel's timings
+    # would find it after two hours, and a write's cancellation waits for its write.
+    with Store.open(_url() + query, schema=schema, connect_kwargs=kwargs) as store:
+        assert _keepalive_timings(store) == expected
 
 
 # ---------------------------------------------------------------------------------------------

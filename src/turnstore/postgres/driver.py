@@ -46,6 +46,14 @@ from .url import DEFAULT_SCHEMA, check_schema, describe, parse_url, split_schema
 
 __all__ = ["PostgresBackend", "now"]
 
+# A server that vanishes without a word (its host down, a network partition) leaves a query
+# waiting for an answer, and a write's cancellation waits for its write (see finish_write).
+# libpq probes a silent connection, but with the kernel's timings only after two hours; these
+# find a dead peer in about a minute and fail the wait as a lost connection. A live server's
+# kernel answers the probes however long its query runs. The URL and connect_kwargs win.
+KEEPALIVES = {"keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
 T = TypeVar("T")
 
 
@@ -157,6 +165,7 @@ class PostgresBackend:
         kwargs: dict[str, Any] = {
             "autocommit": True,  # transactions are begun and ended explicitly
             "connect_timeout": self._connect_timeout,
+            **{key: value for key, value in KEEPALIVES.items() if key not in conninfo},
             **(connect_kwargs or {}),
         }
         self._thread = thread = LoopThread()
