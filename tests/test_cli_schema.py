@@ -14,6 +14,7 @@ import pytest
 from conftest import POSTGRES_URL, _drop_schema, require_module, require_postgres, target_sql
 
 typer_testing = require_module("typer.testing")
+from turnstore import Store  # noqa: E402
 from turnstore.cli import app  # noqa: E402
 
 runner = typer_testing.CliRunner()
@@ -77,3 +78,66 @@ def test_a_schema_for_sqlite_is_a_usage_error(tmp_path: Path) -> None:
     out = cli("migrate", "--db", db, "--schema", "agents", code=2)
     assert "SQLite" in out
     assert not Path(db).exists()
+
+
+@pytest.fixture
+def fallback() -> Iterator[str]:
+    """A second schema, where a command that wrongly ignored what it was told would write
+    (instead of public, which the tests leave alone)."""
+    require_postgres()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    _drop_schema(name)
+
+
+def in_schema(name: str) -> str:
+    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={name}"
+
+
+def untouched(name: str) -> bool:
+    """Whether schema ``name`` holds nothing (asked without creating anything)."""
+    return Store.inspect(in_schema(name)).kind == "missing"
+
+
+@pytest.mark.postgres
+def test_an_empty_schema_is_refused_not_dropped(schema: str, fallback: str, tmp_path: Path) -> None:
+    # `--schema "$TENANT"` with TENANT unset: before, the command's --schema "" was dropped
+    # and the command ran on the URL's schema (or the global --schema's), where prune deletes.
+    for args in (
+        ("migrate", "--db", in_schema(fallback), "--schema", ""),
+        ("--schema", "", "migrate", "--db", in_schema(fallback)),
+        ("--schema", fallback, "migrate", "--db", POSTGRES_URL, "--schema", ""),
+    ):
+        assert "--schema" in cli(*args, code=2)
+    assert untouched(fallback)
+    assert "SQLite" in cli("migrate", "--db", str(tmp_path / "t.db"), "--schema", "", code=2)
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_an_empty_db_is_refused_not_taken_for_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--db "$DB"` with DB unset: before, it fell back to $TURNSTORE_DB (or ./turnstore.db),
+    # another database than the one the operator named.
+    other = tmp_path / "other.db"
+    monkeypatch.setenv("TURNSTORE_DB", str(other))
+    for args in (("migrate", "--db", ""), ("--db", "", "migrate")):
+        assert "--db" in cli(*args, code=2)
+    assert not other.exists()
+
+
+@pytest.mark.postgres
+def test_copy_refuses_a_schema_or_db_it_would_not_use(
+    schema: str, fallback: str, tmp_path: Path
+) -> None:
+    # Before, `turnstore --schema S copy SOURCE URL` ignored --schema and copied into the
+    # URL's schema.
+    source = str(tmp_path / "source.db")
+    cli("migrate", "--db", source)
+    out = cli("--schema", schema, "copy", source, in_schema(fallback), code=2)
+    assert "?schema=" in out
+    assert untouched(fallback)
+    assert untouched(schema)
+    out = cli("--db", str(tmp_path / "t.db"), "copy", source, str(tmp_path / "t2.db"), code=2)
+    assert "SOURCE" in out
+    assert not (tmp_path / "t2.db").exists()

@@ -37,6 +37,7 @@ __all__ = [
     "output_format",
     "parse_time",
     "resolve_target",
+    "root_options",
     "session_option",
     "user_option",
     "when_option",
@@ -125,10 +126,22 @@ def resolve_target(ctx: typer.Context, db: str | None, schema: str | None = None
     """The database: the command's --db, the global --db, $TURNSTORE_DB, or the default; with
     the command's (else the global) --schema folded into a PostgreSQL URL as ``?schema=``,
     so that one string names the database everywhere after."""
+    root_db, root_schema = root_options(ctx)
+    # An option given empty (`--db "$DB"` with DB unset) is refused, not taken for "not given":
+    # that would run the command on another database or schema than the one named.
+    named = db if db is not None else root_db
+    if named == "":
+        raise typer.BadParameter(
+            "is empty: name a SQLite path or a postgresql:// URL", param_hint="--db"
+        )
+    target = named or os.environ.get(ENV_DB) or DEFAULT_DB
+    return with_schema(target, schema if schema is not None else root_schema)
+
+
+def root_options(ctx: typer.Context) -> tuple[str | None, str | None]:
+    """The --db and --schema given before the command's name (None: not given)."""
     root = ctx.find_root().obj
-    root_db, root_schema = root if isinstance(root, tuple) else (None, None)
-    target = db or root_db or os.environ.get(ENV_DB) or DEFAULT_DB
-    return with_schema(target, schema or root_schema)
+    return root if isinstance(root, tuple) else (None, None)
 
 
 def with_schema(target: str, schema: str | None) -> str:

@@ -17,6 +17,7 @@ from .options import (
     JsonOption,
     display_target,
     parse_time,
+    root_options,
     session_option,
     user_option,
     when_option,
@@ -27,6 +28,7 @@ __all__ = ["copy"]
 
 
 def copy(
+    ctx: typer.Context,
     source: Annotated[
         str,
         typer.Argument(
@@ -66,6 +68,15 @@ def copy(
     back. Everything is copied (catalogue fields, every branch and the head, items byte for
     byte, tool calls with timing, model calls, usage, compaction); ids are new. Run it again
     to resume a copy that stopped: what the target holds already is not copied twice."""
+
+    if any(option is not None for option in root_options(ctx)):
+        # copy names both databases as SOURCE and TARGET; --db and --schema (given before the
+        # command's name) would name neither, and were silently ignored.
+        raise typer.BadParameter(
+            "copy names its databases as SOURCE and TARGET, not by --db or --schema: name a "
+            "PostgreSQL schema in the URL (postgresql://…?schema=NAME)",
+            param_hint="--db/--schema",
+        )
 
     async def go() -> CopySummary:
         if sqlite_file(source) is not None and Store.inspect(source).kind == "missing":
