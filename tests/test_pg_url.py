@@ -70,6 +70,10 @@ def test_the_keyword_agrees_with_the_url_or_stands_alone() -> None:
         ("?schema=" + "x" * 64, None, "1 to 63 bytes"),
         ("?schema=" + "é" * 32, None, "1 to 63 bytes"),  # 64 bytes in UTF-8
         ("?schema=a%00b", None, "1 to 63 bytes"),
+        # Bytes that are not UTF-8: before, decoded as U+FFFD, and migrate created that schema.
+        ("?schema=%ff", None, "not UTF-8"),
+        ("?schema=a%c3", None, "not UTF-8"),
+        ("?options=-csearch_path%3D%ff", None, "not UTF-8"),
         # Names the server refuses as a search_path are refused here, not guessed at.
         ("?options=-csearch_path%3D%22abc", None, "not a schema name"),
         ("?options=-csearch_path%3Da%22b%22", None, "not a schema name"),

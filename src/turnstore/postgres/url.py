@@ -65,10 +65,10 @@ def split_schema(url: str, schema: str | None) -> tuple[str, str]:
         key, _, value = pair.partition("=")
         decoded = unquote(key)
         if decoded == "schema":
-            named.append(unquote(value))
+            named.append(_decoded(value, "schema"))
             continue
         if decoded == "options":
-            found = _options_schema(unquote(value))
+            found = _options_schema(_decoded(value, "options"))
             if found is not None:
                 named.append(found)
         kept.append(pair)
@@ -86,6 +86,17 @@ def split_schema(url: str, schema: str | None) -> tuple[str, str]:
         schema = DEFAULT_SCHEMA if from_url is None else from_url
     chosen = check_schema(schema)
     return base + ("?" + "&".join(kept) if kept else ""), chosen
+
+
+def _decoded(value: str, name: str) -> str:
+    """A URL query's ``value`` decoded (``%XX``), refused when its bytes are not UTF-8 (which
+    ``unquote`` would turn into U+FFFD: another name than the one written)."""
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise ConfigurationError(
+            f"the PostgreSQL URL's {name} {value!r} is not UTF-8 once decoded"
+        ) from None
 
 
 def _options_schema(options: str) -> str | None:
