@@ -199,6 +199,56 @@ def test_query_reads(demo_db: str) -> None:
     assert "1 row." in table
 
 
+# Values a statement may return that JSON has no literal for; each as the expected JSON value.
+_ODD_VALUES = {
+    "sqlite-file": (
+        "SELECT 1e999 AS inf, -1e999 AS ninf, 0.5 AS half",
+        {"inf": "Infinity", "ninf": "-Infinity", "half": 0.5},
+    ),
+    "postgres": (
+        "SELECT 'NaN'::float8 AS nan, '-Infinity'::float8 AS ninf, 'Infinity'::numeric AS dinf,"
+        " 'NaN'::numeric AS dnan, interval '1 day 2 hours' AS span, '10.1.2.3'::inet AS ip,"
+        " '10.0.0.0/8'::cidr AS net, int4range(1, 5) AS r, ARRAY['1.2.3.4'::inet] AS ips,"
+        " jsonb_build_object('k', 1) AS j, 2.5::numeric AS half",
+        {
+            "nan": "NaN",
+            "ninf": "-Infinity",
+            "dinf": "Infinity",
+            "dnan": "NaN",
+            "span": "1 day, 2:00:00",
+            "ip": "10.1.2.3",
+            "net": "10.0.0.0/8",
+            "r": "[1, 5)",
+            "ips": ["1.2.3.4"],
+            "j": {"k": 1},
+            "half": 2.5,
+        },
+    ),
+}
+
+
+def _strict(constant: str) -> Any:
+    raise AssertionError(f"{constant} is not JSON")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--ndjson", "--csv", ""])
+def test_query_prints_values_json_has_no_literal_for(
+    demo_db: str, target_backend: str, flag: str
+) -> None:
+    # Before: --json printed NaN and Infinity (which JSON parsers refuse), and an interval or
+    # an inet value ended --json, --ndjson and --csv with a TypeError traceback.
+    statement, expected = _ODD_VALUES[target_backend]
+    out = cli("query", statement, "--db", demo_db, *([flag] if flag else [])).stdout
+    if flag == "--json":
+        assert json.loads(out, parse_constant=_strict) == [expected]
+    elif flag == "--ndjson":
+        assert json.loads(out, parse_constant=_strict) == expected
+    elif flag == "--csv":
+        row = _csv_rows(out)[0]
+        assert row["ninf"] == "-Infinity"
+        assert set(row) == set(expected)
+
+
 @pytest.mark.parametrize(
     "statement",
     [

@@ -10,7 +10,7 @@ a backend, reloading its configuration) is left to the role's privileges: docs/c
 
 from __future__ import annotations
 
-import uuid
+import math
 from collections.abc import Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -45,17 +45,34 @@ def _select(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]:
     return result
 
 
+_JSON_SCALARS = (str, bool, int, datetime, type(None))
+
+
 def _value(value: Any) -> Any:
-    """A value the drivers return, as JSON can hold it (datetimes stay: JSON writes them)."""
+    """A value the drivers return, as JSON can hold it (datetimes stay: JSON writes them).
+
+    What JSON has no literal for is written as PostgreSQL's ``to_json`` writes it: a number
+    that is not finite as the text ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``; a value of
+    any other type (an interval, an address, a range) as its text."""
+    if isinstance(value, _JSON_SCALARS):
+        return value
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value.is_finite():
+            return int(value) if value == value.to_integral_value() else float(value)
+        return "NaN" if value.is_nan() else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (date, time)) and not isinstance(value, datetime):
+    if isinstance(value, (date, time)):
         return value.isoformat()
-    return value
+    if isinstance(value, (list, tuple)):
+        return [_value(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _value(item) for key, item in value.items()}
+    return str(value)  # uuid.UUID, timedelta, ipaddress, psycopg's Range, …
 
 
 def _names(columns: Sequence[str]) -> list[str]:
