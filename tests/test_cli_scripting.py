@@ -498,3 +498,29 @@ def test_search_checks_its_roles(demo_db: str) -> None:
     hits = json.loads(cli("search", "Paris", "--role", "user", "--db", demo_db, "--json").stdout)
     assert hits
     assert {hit["role"] for hit in hits} == {"user"}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args", [("sessions", "--json"), ("tools",), ("search", "Paris", "--csv"), ("migrate",)]
+)
+def test_output_that_cannot_be_written_is_one_error_line(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # Before: stdout on a full disk ended these commands with an OSError traceback.
+    db = str(tmp_path / "t.db")
+    asyncio.run(run_demo(db))
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "turnstore", *args, "--db", db],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    message = json.loads(lines[0])["error"]["message"] if "--json" in args else lines[0]
+    assert "No space left on device" in message

@@ -3,7 +3,10 @@ from their modules (reading, analytics, data, server), imported by the package."
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import Annotated, Any
@@ -33,13 +36,36 @@ class _Commands(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # output that cannot be written fails here, not at exit
+            return result
         except _ClickException as exc:
             if not json_requested():  # Click's own usage message
                 raise
             message = getattr(exc, "format_message", exc.__str__)()
             typer.echo(error_text(message, type(exc).__name__), err=True)
             raise typer.Exit(getattr(exc, "exit_code", 2)) from None
+        except OSError as exc:
+            # Printing the output failed (stdout on a full disk, a closed pipe): one line on
+            # stderr, as for any error (none for a pipe its reader closed, as `| head` does),
+            # and what stdout still buffers is dropped, so that the interpreter's exit does
+            # not fail on it a second time.
+            _drop_stdout()
+            if isinstance(exc, BrokenPipeError):
+                raise typer.Exit(1) from None
+            message = f"cannot write the output: {exc.strerror or exc}"
+            typer.echo(error_text(message, type(exc).__name__), err=True)
+            raise typer.Exit(1) from None
+
+
+def _drop_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
 
 app = typer.Typer(
