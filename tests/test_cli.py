@@ -992,6 +992,29 @@ def test_import_errors(tmp_path: Path, cli_target: str, sqlite_session_db: Path)
     assert not target_exists(db)
 
 
+def test_an_export_nested_past_the_parser_is_skipped_or_refused(
+    tmp_path: Path, cli_target: str
+) -> None:
+    # Before: RecursionError tracebacks from json.loads (when telling the file's kind, reading
+    # a JSONL line, reading a JSON document).
+    deep = "[" * 100_000 + "]" * 100_000
+    good = {"session_id": "s", "run_id": 1, "parent_id": None, "position": 0}
+    line = json.dumps({**good, "item": {"role": "user", "content": "hi"}})
+    bad_line = line.replace('"hi"', deep)
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text(f"{bad_line}\n{line}\n")
+    summary = cli_json("import", str(lines), "--db", cli_target)
+    assert (summary["items"], summary["skipped"]) == (1, 1)
+    assert asyncio.run(store_items(cli_target, "s")) == [{"role": "user", "content": "hi"}]
+    only = tmp_path / "only.jsonl"
+    only.write_text(f"{bad_line}\n")
+    assert "line 1 is not JSON" in error_line(cli("import", str(only), "--db", cli_target, code=1))
+    document = tmp_path / "deep.json"
+    document.write_text(f'{{"format": "turnstore-export", "version": 2,\n"session": {deep}}}')
+    line = error_line(cli("import", str(document), "--db", cli_target, code=1))
+    assert "is not a turnstore JSON export" in line
+
+
 def test_import_skips_rows_the_sdk_cannot_return(tmp_path: Path, cli_target: str) -> None:
     source = tmp_path / "sdk.db"
 

@@ -63,7 +63,7 @@ class ExportSource(Source):
                 continue
             try:
                 record = json.loads(line)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # not JSON, or nested past the parser
                 record, first_error = None, first_error or f"line {number} is not JSON ({exc})"
             sid = record.get("session_id") if type(record) is dict else None
             if isinstance(sid, str):
@@ -107,6 +107,11 @@ class ExportSource(Source):
             parsed = json.loads(text)
             for document in parsed if isinstance(parsed, list) else [parsed]:
                 self._read_document(document)
+        except RecursionError:
+            raise SchemaError(
+                f"{self.location} is not a turnstore JSON export: it nests lists and objects "
+                "deeper than a JSON parser reads"
+            ) from None
         except (ValueError, TypeError, KeyError, AttributeError, TurnstoreError) as exc:
             raise SchemaError(f"{self.location} is not a turnstore JSON export: {exc}") from None
 

@@ -56,7 +56,9 @@ def _sniff(location: str) -> str:
     if head.lstrip()[:1] == b"{":
         try:
             json.loads(first_line)
-        except ValueError:
+        except json.JSONDecodeError:
             return "json"  # a document spread over lines
+        except (ValueError, RecursionError):
+            return "jsonl"  # a whole line, but one that cannot be read: the reader says so
         return "jsonl"
     raise SchemaError(f"{location} is neither a SQLite database nor a turnstore export")
