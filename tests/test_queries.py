@@ -7,6 +7,7 @@ a failing tool, a handoff between agents on different models, usage on every mod
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import sqlite3
@@ -394,7 +395,13 @@ async def test_the_documented_loop_ends_at_the_last_page(store: Store) -> None:
     assert len(await store.sessions(limit=2, after=FIRST_PAGE)) == 2
 
 
-@pytest.mark.parametrize("cursor", ["", "nonsense", "bm90IGpzb24", "WzEsMiwzXQ", "W10"])
+# JSON nested past the parser: before, a RecursionError (a traceback from `sessions --after`).
+_DEEP_CURSOR = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+
+
+@pytest.mark.parametrize(
+    "cursor", ["", "nonsense", "bm90IGpzb24", "WzEsMiwzXQ", "W10", _DEEP_CURSOR]
+)
 async def test_a_foreign_cursor_is_refused(store: Store, cursor: str) -> None:
     with pytest.raises(InvalidOperationError):
         await store.sessions(after=cursor)

@@ -91,7 +91,7 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
         # or a lone surrogate (no driver encodes it) cannot be from a cursor of ours.
         datetime.fromisoformat(stamp)
         session_id.encode("utf-8")
-    except (ValueError, TypeError, AttributeError, binascii.Error):
+    except (ValueError, TypeError, AttributeError, binascii.Error, RecursionError):
         raise InvalidOperationError(f"not a sessions cursor: {cursor!r}") from None
     if kind not in ORDERS:
         raise InvalidOperationError(f"not a sessions cursor: {cursor!r}")
