@@ -11,6 +11,7 @@ import html
 import re
 from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -646,6 +647,24 @@ async def test_run_and_call_by_id(store: Store) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Formatting helpers
+
+
+def test_a_tool_call_nested_past_the_parser_is_shown_as_text(tmp_path: Path) -> None:
+    # A model may write any text as a tool's arguments. Before: JSON nested deeper than the
+    # parser reads raised RecursionError in pretty(), and the session page was a 500.
+    deep = "[" * 100_000 + "]" * 100_000
+
+    async def write(store: Store) -> None:
+        await store.add_items("deep", [user("q"), call("c1", "tool", deep), output("c1", deep)])
+
+    store = Store.open(str(tmp_path / "deep.db"))
+    try:
+        asyncio.run(write(store))
+        response = TestClient(create_app(store), base_url=BASE).get("/sessions/deep")
+        assert response.status_code == 200
+        assert "[[[[" in response.text
+    finally:
+        store.close()
 
 
 def test_pretty() -> None:

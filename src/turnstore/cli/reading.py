@@ -337,7 +337,7 @@ def _metadata_filter(pairs: Sequence[str]) -> dict[str, Any] | None:
             raise InvalidOperationError(f"--meta takes KEY=VALUE, not {pair!r}")
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = raw
         result[key] = value if isinstance(value, (str, int, float, bool, type(None))) else raw
     return result

@@ -55,7 +55,7 @@ def pretty(value: str | None, limit: int | None = PREVIEW_CHARS) -> Pretty:
         try:
             text = jsonout.dumps(json.loads(value), indent=2)
             is_json = True
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: as is
             pass
     if limit is not None and len(text) > limit:
         return Pretty(text[:limit], is_json, True, len(text))
