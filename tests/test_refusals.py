@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +39,8 @@ from turnstore.validate import MAX_DEPTH, MAX_INT, MAX_REQUESTS
 HUGE = 2**63  # one more than either backend stores
 SURROGATE = "lone \ud800 half"
 NUL = "nul\x00inside"
+EARLIEST_EAST = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
+LATEST_WEST = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14)))
 WHEN = "2024-01-01T00:00:00"  # a time as text, not a datetime
 
 
@@ -164,6 +167,23 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
     "tool_calls since as text": (lambda s, r: s.tool_calls(since=WHEN), InvalidOperationError),  # type: ignore[arg-type]
     "tool_stats until as bytes": (lambda s, r: s.tool_stats(until=b"x"), InvalidOperationError),  # type: ignore[arg-type]
     "usage since as text": (lambda s, r: s.usage(since=WHEN), InvalidOperationError),  # type: ignore[arg-type]
+    # Times Python cannot move to UTC (before: OverflowError, a traceback from the CLI).
+    "usage since the first instant east of UTC": (
+        lambda s, r: s.usage(since=EARLIEST_EAST),
+        InvalidOperationError,
+    ),
+    "tool_calls until the last instant west of UTC": (
+        lambda s, r: s.tool_calls(until=LATEST_WEST),
+        InvalidOperationError,
+    ),
+    "sessions created_after the first instant east of UTC": (
+        lambda s, r: s.sessions(created_after=EARLIEST_EAST),
+        InvalidOperationError,
+    ),
+    "add_runs created_at the last instant west of UTC": (
+        lambda s, r: s.add_runs("s", [NewRun([user("x")], created_at=LATEST_WEST)]),
+        InvalidOperationError,
+    ),
     # Text: no lone surrogates (no UTF-8 encoder writes one), no NUL (PostgreSQL refuses it).
     "sessions of a user with a lone surrogate": (
         lambda s, r: s.sessions(user_id=SURROGATE),

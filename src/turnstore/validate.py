@@ -25,7 +25,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Callable, Collection, Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from .errors import ConfigurationError, InvalidOperationError, NotFoundError
@@ -248,8 +248,17 @@ def filter_id(value: Any, name: str) -> int | None:
 
 def optional_time(value: Any, name: str) -> datetime | None:
     """``value`` if it is a datetime (naive ones are UTC), or None."""
-    if value is not None and not isinstance(value, datetime):
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
         raise InvalidOperationError(f"{name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is not None:
+        try:  # both backends store UTC: the first instant of year 1 at +14:00 is before it
+            value.astimezone(timezone.utc)
+        except OverflowError:
+            raise InvalidOperationError(
+                f"{name} is out of range once in UTC (years 1 to 9999): {value.isoformat()}"
+            ) from None
     return value
 
 
