@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,11 @@ HOSTILE_FIELDS = [
         lambda r: r.update(created_at=None),
         "created_at must be an ISO 8601 time",
     ),
+    (
+        "a time UTC cannot hold",
+        lambda r: r["tool_calls"][0].update(started_at=EARLIEST_EAST),
+        "started_at must be an ISO 8601 time",
+    ),
     ("an unknown run status", lambda r: r.update(status="exploded"), "not a run status"),
     ("item times that do not match the items", lambda r: r["item_times"].pop(), "item_times holds"),
     ("spans that are not a list", lambda r: r.update(spans={"a": 1}), "spans must be a list"),
@@ -188,6 +194,27 @@ def test_a_session_with_a_hostile_value_is_imported_from_its_items(
             ]
 
     asyncio.run(check())
+
+
+EARLIEST_EAST = "0001-01-01T00:00:00+14:00"  # before year 1 in UTC
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_times_utc_cannot_hold_are_skipped_not_a_traceback(
+    rich_export: dict[str, Any], tmp_path: Path, fmt: str
+) -> None:
+    # Before: OverflowError tracebacks when such a time was bound as UTC, from a JSONL line's
+    # created_at, a run's created_at in JSON, or a version 2 field.
+    text = re.sub(
+        r'"(created_at|started_at)": "[^"]+"',
+        f'"\\1": "{EARLIEST_EAST}"',
+        rich_export["files"][fmt].read_text(),
+    )
+    hostile = tmp_path / f"hostile.{fmt}"
+    hostile.write_text(text)
+    # Each session is imported from its items, or the line skipped: counted, not a traceback.
+    result = cli("import", str(hostile), "--db", str(tmp_path / "t.db"), "--json")
+    assert json.loads(result.stdout)["skipped"] > 0
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "json"])

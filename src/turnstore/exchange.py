@@ -133,9 +133,11 @@ def _number(value: Any, name: str) -> float:
 
 def _time(value: Any, name: str) -> datetime:
     try:
-        return datetime.fromisoformat(value)
+        when = datetime.fromisoformat(value)
+        validate.optional_time(when, name)  # one UTC can hold, as the database stores it
     except (TypeError, ValueError):
         raise InvalidOperationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+    return when
 
 
 _BY_TYPE: dict[Any, Check] = {int: _int, str: validate.text, float: _number, Any: _time}

@@ -129,14 +129,19 @@ def decode_item(data: Any) -> dict[str, Any] | None:
 
 
 def as_datetime(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
+    """A source's time, or None where it holds none the database can store (not ISO 8601,
+    or not movable to UTC, as 0001-01-01T00:00+14:00 is not)."""
     if isinstance(value, str):
         try:
-            return datetime.fromisoformat(value)
+            value = datetime.fromisoformat(value)
         except ValueError:
             return None
-    return None
+    if not isinstance(value, datetime):
+        return None
+    try:
+        return validate.optional_time(value, "a time")
+    except InvalidOperationError:
+        return None
 
 
 Row = tuple[Any, Any, Any]  # (source key of the item, stored JSON, created_at)
