@@ -992,6 +992,19 @@ def test_import_errors(tmp_path: Path, cli_target: str, sqlite_session_db: Path)
     assert not target_exists(db)
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_session_named_twice_is_exported_once(tmp_path: Path, cli_target: str, fmt: str) -> None:
+    # Before: `export demo demo` wrote the session twice ("Exported 2 sessions"), and the
+    # JSONL file imported as one session with every run and item twice.
+    source = str(tmp_path / "source.db")
+    asyncio.run(run_demo(source))
+    out = tmp_path / f"twice.{fmt}"
+    written = cli_json("export", "demo", "demo", "-f", fmt, "-o", str(out), "--db", source)
+    assert written["sessions"] == 1
+    cli("import", str(out), "--db", cli_target)
+    assert asyncio.run(store_items(cli_target, "demo")) == asyncio.run(store_items(source, "demo"))
+
+
 def test_an_export_nested_past_the_parser_is_skipped_or_refused(
     tmp_path: Path, cli_target: str
 ) -> None:

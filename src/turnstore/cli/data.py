@@ -82,7 +82,7 @@ def export(
         if output is not None:
             refuse_database_output(resolve_target(ctx, db, schema), output)
         async with open_store(resolve_target(ctx, db, schema)) as store:
-            wanted = list(sessions_ or [])
+            wanted = list(dict.fromkeys(sessions_ or []))  # a session named twice: once
             if not wanted:
                 wanted = await _all_session_ids(store)
             for sid in wanted:  # every name checked before anything is written
