@@ -1005,6 +1005,30 @@ def test_a_session_named_twice_is_exported_once(tmp_path: Path, cli_target: str,
     assert asyncio.run(store_items(cli_target, "demo")) == asyncio.run(store_items(source, "demo"))
 
 
+def test_exports_of_one_session_concatenated_import_as_the_newest(
+    tmp_path: Path, cli_target: str
+) -> None:
+    # `cat monday.jsonl tuesday.jsonl > week.jsonl`: before, every run and item of the
+    # session the two files share was imported twice (one JSONL file is read as one export).
+    source = str(tmp_path / "source.db")
+    asyncio.run(run_demo(source))
+    monday, tuesday = tmp_path / "monday.jsonl", tmp_path / "tuesday.jsonl"
+    cli("export", "demo", "-o", str(monday), "--db", source)
+
+    async def grow() -> None:
+        async with Store.open(source) as store:
+            await store.add_items("demo", [{"role": "assistant", "content": "and more"}])
+            await store.add_items("demo", [{"role": "user", "content": "next"}])
+
+    asyncio.run(grow())
+    cli("export", "demo", "-o", str(tuesday), "--db", source)
+    week = tmp_path / "week.jsonl"
+    week.write_text(monday.read_text() + tuesday.read_text())
+    summary = cli_json("import", str(week), "--db", cli_target)
+    assert summary["skipped"] == 0
+    assert asyncio.run(store_items(cli_target, "demo")) == asyncio.run(store_items(source, "demo"))
+
+
 def test_an_export_nested_past_the_parser_is_skipped_or_refused(
     tmp_path: Path, cli_target: str
 ) -> None:

@@ -239,6 +239,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
     created: dict[Any, datetime | None] = {}
     usage: dict[Any, Usage | None] = {}
     records: dict[Any, Any] = {}
+    placed: dict[Any, dict[int, Any]] = {}  # each run's items by their "position"
     order: list[Any] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -269,12 +270,26 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
             items[run_id] = []
             parents[run_id] = parent_id
             created[run_id] = when
+            placed[run_id] = {}
         if counts is not None:
             usage[run_id] = counts
         if "run" in record:
             records[run_id] = record["run"]
         if "session" in record:
             read.session = record["session"]
+        position = record.get("position")
+        if type(position) is int:
+            # A line read before (exports of one session concatenated, the later one grown):
+            # the same item is taken once; another item at the same place is skipped.
+            earlier = placed[run_id].get(position)
+            if earlier is not None:
+                if earlier != item and strict:
+                    raise InvalidItemError(
+                        f"line {number} puts another item at run {run_id}'s position {position}"
+                    )
+                read.skipped += earlier != item
+                continue
+            placed[run_id][position] = item
         items[run_id].append(item)
     for run_id in order:
         parent = parents[run_id]
