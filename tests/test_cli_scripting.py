@@ -524,3 +524,24 @@ def test_output_that_cannot_be_written_is_one_error_line(
     assert len(lines) == 1, done.stderr
     message = json.loads(lines[0])["error"]["message"] if "--json" in args else lines[0]
     assert "No space left on device" in message
+
+
+@pytest.mark.parametrize("args", [("runs", "demo", "--json"), ("sessions", "--json"), ("export",)])
+def test_a_pipe_closed_by_its_reader_ends_the_command_quietly(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # As `| head` does. Before, some commands printed "[Errno 32] Broken pipe" as their error
+    # and others nothing.
+    db = str(tmp_path / "t.db")
+    asyncio.run(run_demo(db))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "turnstore", *args, "--db", db],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 1
+    assert err == ""

@@ -81,6 +81,8 @@ def run_command(coro: Coroutine[Any, Any, T]) -> T:
     except UnicodeEncodeError as exc:  # a non-UTF-8 argument (decoded with surrogates)
         text = exc.object[exc.start : exc.end] if isinstance(exc.object, str) else exc.object
         raise fail(f"{text!r} is not valid UTF-8 text: is an argument not UTF-8?", 2) from None
+    except BrokenPipeError:
+        raise  # stdout's reader is gone (`| head`): the root command ends quietly
     except OSError as exc:  # e.g. an --output file that cannot be written
         raise fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from None
     except KeyboardInterrupt:
