@@ -444,6 +444,54 @@ def test_a_file_sqlite_cannot_open_names_the_likely_cause(tmp_path: Path) -> Non
     assert "read_only=True" in str(error)
 
 
+_OPEN_EVERY_WAY = textwrap.dedent(
+    """
+    import asyncio, sys
+    from turnstore import ConnectionFailedError, Store
+
+    async def main():
+        for read_only in (None, True, False):  # None: inspect
+            try:
+                if read_only is None:
+                    print("inspected:", Store.inspect(sys.argv[1]).kind)
+                    continue
+                await Store.open(sys.argv[1], read_only=read_only).aclose()
+            except ConnectionFailedError as exc:
+                print("refused:", exc)
+            else:
+                print("opened")
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink loop"])
+def test_a_path_that_is_no_file_is_refused(tmp_path: Path, kind: str) -> None:
+    """Before: a FIFO hung every open (reading its header waits for a writer), and a link
+    loop raised RuntimeError from Path.resolve() when opened to write."""
+    path = tmp_path / "x.db"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink(tmp_path / "y.db", path)
+        os.symlink(path, tmp_path / "y.db")
+    result = subprocess.run(
+        [sys.executable, "-c", _OPEN_EVERY_WAY, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # inspect: a loop is a missing file (nothing is there to read)
+    assert lines[0] == ("inspected: missing" if kind == "symlink loop" else lines[0])
+    assert lines[0].startswith(("inspected: missing", "refused:")), lines
+    assert all(line.startswith("refused:") for line in lines[1:]), lines
+
+
 # Foreign files
 
 

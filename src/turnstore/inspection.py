@@ -137,6 +137,8 @@ def _inspect_sqlite(target: str) -> DatabaseInfo:
             kind = "missing"
         elif file.is_dir():
             raise ConnectionFailedError(f"{target} is a directory, not a database")
+        elif not file.is_file():  # a FIFO (whose reading would wait for a writer), a device
+            raise ConnectionFailedError(f"{target} is not a regular file, not a database")
         else:
             found, version = _read_sqlite(connect_read_only(file), file)
             kind = _kind(found)

@@ -117,7 +117,10 @@ class SQLiteBackend:
 
     def _open(self, busy_timeout: float, durable: bool) -> None:
         if self.path != ":memory:":
-            parent = Path(self.path).resolve().parent
+            try:
+                parent = Path(self.path).resolve().parent
+            except (OSError, RuntimeError) as exc:  # a link loop (RuntimeError before 3.13)
+                raise ConnectionFailedError(f"cannot open {self.path}: {exc}") from None
             if not parent.is_dir():
                 raise ConnectionFailedError(f"cannot open {self.path}: {parent} is not a directory")
         try:
