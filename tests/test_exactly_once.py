@@ -470,3 +470,49 @@ async def test_a_session_end_cancelled_before_its_write_starts_is_stored(
     store.backend.run = run  # type: ignore[method-assign]
     assert await store.session("s") is None
     assert await store.get_items("s") == []
+
+
+SESSION_WRITES: dict[str, Callable[[StructuredSession], Awaitable[Any]]] = {
+    "add_items": lambda session: session.add_items([user("q3")]),
+    "pop_item": lambda session: session.pop_item(),
+    "clear_session": lambda session: session.clear_session(),
+}
+SESSION_WRITTEN: dict[str, list[Any]] = {
+    "add_items": [*TURNS, user("q3")],
+    "pop_item": TURNS[:-1],
+    "clear_session": [],
+}
+
+
+@pytest.mark.parametrize("write", list(SESSION_WRITES))
+async def test_a_sessions_first_write_cancelled_during_its_adoption_is_stored(
+    open_store: Callable[[], Store], backend_name: str, write: str
+) -> None:
+    """A session's first call first looks (a read, on SQLite) for its history in the SDK's
+    tables, to adopt it. A cancellation that arrived during that read came out as
+    ``CancelledError`` with the write never made, which the promise reads as "stored".
+
+    The read waits, deterministically, behind the SQLite worker kept busy; on PostgreSQL the
+    look needs no read, and the cancellation reaches the write itself."""
+    store = open_store()
+    await _two_runs(store)
+    entered, gate = asyncio.Event(), threading.Event()
+    run = store.backend.run
+
+    async def spy(op: Any, *, write: bool) -> Any:
+        entered.set()
+        return await run(op, write=write)
+
+    store.backend.run = spy  # type: ignore[method-assign]
+    if backend_name != "postgres":
+        store.backend._executor.submit(gate.wait)  # type: ignore[attr-defined]
+    try:
+        task = asyncio.ensure_future(SESSION_WRITES[write](StructuredSession("s", store)))
+        await asyncio.wait_for(entered.wait(), 30)
+        task.cancel()
+    finally:
+        gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), 30)
+    store.backend.run = run  # type: ignore[method-assign]
+    assert await store.get_items("s") == SESSION_WRITTEN[write]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from . import validate
 from .core.catalogue import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
+from .core.ops import finish_write
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .importers import adopt
 from .model import Branch, Run, SessionInfo, Usage
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from .hooks import Recorder, SessionHooks
 
 __all__ = ["StructuredSession", "usage_from", "usage_of"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def usage_of(wrapper: Any) -> Usage | None:
@@ -153,6 +158,23 @@ def _database_argument(
     return ":memory:" if chosen is None else chosen
 
 
+def _write(
+    method: Callable[Concatenate[StructuredSession, P], Awaitable[R]],
+) -> Callable[Concatenate[StructuredSession, P], Coroutine[Any, Any, R]]:
+    """A session's write: adopted first, with a cancellation that arrives during the adoption
+    raised only once the write has ended (``StructuredSession._ready_to_write``)."""
+
+    @functools.wraps(method)
+    async def write(self: StructuredSession, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        held = await self._ready_to_write()
+        result = await method(self, *args, **kwargs)
+        if held is not None:
+            raise held
+        return result
+
+    return write
+
+
 class StructuredSession:
     """A drop-in for the SDK's ``SQLiteSession`` that stores conversations as a tree of runs.
 
@@ -242,6 +264,21 @@ class StructuredSession:
             self._adopted = True
         return store
 
+    async def _ready_to_write(self) -> asyncio.CancelledError | None:
+        """Adopt as ``_ready`` does, before a write; a cancellation that arrives meanwhile is
+        returned, to be raised once the write has ended: a ``CancelledError`` from a write
+        means the write is stored (``finish_write``), even on a session's first call."""
+        if self._adopted:
+            return None
+        adoption = asyncio.ensure_future(self._ready())
+        try:
+            await finish_write(adoption)
+        except asyncio.CancelledError as cancelled:
+            if adoption.cancelled():  # the adoption itself (its loop is ending)
+                raise
+            return cancelled
+        return None
+
     # -- the SDK Session protocol ------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
@@ -261,6 +298,7 @@ class StructuredSession:
             limit = None
         return await store.get_items(self.session_id, limit)
 
+    @_write
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` in one transaction; a user message starts a new run.
 
@@ -307,11 +345,13 @@ class StructuredSession:
         if info is self._pending_info:
             self._pending_info = None
 
+    @_write
     async def pop_item(self, *, wrapper: Any = None) -> Any:
         """Remove and return the newest item of the active path, or None."""
         store = await self._ready()
         return await store.pop_item(self.session_id)
 
+    @_write
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Delete this conversation: every branch, run, item and tool call."""
         store = await self._ready()  # adopted first: a cleared history is not adopted later
@@ -356,6 +396,7 @@ class StructuredSession:
 
         return snapshot_type(tail.items, tail.complete, replace_suffix)
 
+    @_write
     async def _atomic_replace_items(self, items: list[Any]) -> bool:
         """Replace the whole history the model sees by ``items`` (manual compaction).
 
@@ -374,6 +415,7 @@ class StructuredSession:
         store = await self._ready()
         return await store.session(self.session_id)
 
+    @_write
     async def set_info(
         self,
         *,
@@ -421,6 +463,7 @@ class StructuredSession:
         store = await self._ready()
         return await store.runs(self.session_id)
 
+    @_write
     async def edit(
         self,
         run_id: int,
@@ -440,6 +483,7 @@ class StructuredSession:
         store = await self._ready()
         return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
 
+    @_write
     async def regenerate(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
         """Start a sibling of ``run_id`` with the same user message; it becomes the head.
 
@@ -449,11 +493,13 @@ class StructuredSession:
         store = await self._ready()
         return await store.fork(self.session_id, run_id, None, expected_head=expected_head)
 
+    @_write
     async def rewind(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id``'s parent: the next user message starts a sibling."""
         store = await self._ready()
         await store.move_head(self.session_id, run_id, to_parent=True, expected_head=expected_head)
 
+    @_write
     async def checkout(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id`` (any run, on any branch)."""
         store = await self._ready()
@@ -465,6 +511,7 @@ class StructuredSession:
         store = await self._ready()
         return await store.branches(self.session_id)
 
+    @_write
     async def name_branch(self, name: str | None, run_id: int | None = None) -> Branch:
         """Name the branch ``run_id`` is on (default: the head's) as AdvancedSQLiteSession's
         ``create_branch_from_turn`` names one; ``None`` unnames it. See ``Store.name_branch``."""
@@ -478,6 +525,7 @@ class StructuredSession:
             run_id = info.head_run_id
         return await store.name_branch(self.session_id, run_id, name)
 
+    @_write
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
         """Move the head to the newest run of the branch called ``name`` (as
         AdvancedSQLiteSession's ``switch_to_branch``); the next message continues it."""
@@ -489,6 +537,7 @@ class StructuredSession:
         store = await self._ready()
         return await store.siblings(self.session_id, run_id)
 
+    @_write
     async def delete_branch(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Remove ``run_id``, its descendants and the ancestors no other branch reaches."""
         store = await self._ready()
