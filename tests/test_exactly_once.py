@@ -436,6 +436,35 @@ async def test_a_streamed_run_cancelled_while_its_write_waits_keeps_the_input_on
     assert [item.get("content") for item in items[4:]].count("q3") == 1
 
 
+async def _cancelled_at_its_first_operation(
+    store: Store, backend_name: str, start: Callable[[], Awaitable[Any]]
+) -> asyncio.Future[Any]:
+    """``start()``'s task, cancelled once its first operation reaches the backend (where, on
+    SQLite, it waits behind the worker kept busy), and awaited to its end."""
+    entered, gate = asyncio.Event(), threading.Event()
+    run = store.backend.run
+
+    async def spy(op: Any, *, write: bool) -> Any:
+        entered.set()
+        return await run(op, write=write)
+
+    store.backend.run = spy  # type: ignore[method-assign]
+    if backend_name != "postgres":
+        store.backend._executor.submit(gate.wait)  # type: ignore[attr-defined]
+    try:
+        task = asyncio.ensure_future(start())
+        await asyncio.wait_for(entered.wait(), 30)
+        task.cancel()
+    finally:
+        gate.set()
+    try:
+        await asyncio.wait({task}, timeout=30)
+    finally:
+        store.backend.run = run  # type: ignore[method-assign]
+    assert task.done()
+    return task
+
+
 @pytest.mark.parametrize("end", ["clear_session", "delete_session"])
 async def test_a_session_end_cancelled_before_its_write_starts_is_stored(
     open_store: Callable[[], Store], backend_name: str, end: str
@@ -449,25 +478,11 @@ async def test_a_session_end_cancelled_before_its_write_starts_is_stored(
     PostgreSQL there is no such read (the write itself is the first operation)."""
     store = open_store()
     await _two_runs(store)
-    entered, gate = asyncio.Event(), threading.Event()
-    run = store.backend.run
-
-    async def spy(op: Any, *, write: bool) -> Any:
-        entered.set()
-        return await run(op, write=write)
-
-    store.backend.run = spy  # type: ignore[method-assign]
-    if backend_name != "postgres":
-        store.backend._executor.submit(gate.wait)  # type: ignore[attr-defined]
-    try:
-        task = asyncio.ensure_future(getattr(store, end)("s"))
-        await asyncio.wait_for(entered.wait(), 30)
-        task.cancel()
-    finally:
-        gate.set()
+    task = await _cancelled_at_its_first_operation(
+        store, backend_name, lambda: getattr(store, end)("s")
+    )
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(task), 30)
-    store.backend.run = run  # type: ignore[method-assign]
+        task.result()  # a CancelledError, or nothing: it was stored either way
     assert await store.session("s") is None
     assert await store.get_items("s") == []
 
@@ -496,23 +511,10 @@ async def test_a_sessions_first_write_cancelled_during_its_adoption_is_stored(
     look needs no read, and the cancellation reaches the write itself."""
     store = open_store()
     await _two_runs(store)
-    entered, gate = asyncio.Event(), threading.Event()
-    run = store.backend.run
-
-    async def spy(op: Any, *, write: bool) -> Any:
-        entered.set()
-        return await run(op, write=write)
-
-    store.backend.run = spy  # type: ignore[method-assign]
-    if backend_name != "postgres":
-        store.backend._executor.submit(gate.wait)  # type: ignore[attr-defined]
-    try:
-        task = asyncio.ensure_future(SESSION_WRITES[write](StructuredSession("s", store)))
-        await asyncio.wait_for(entered.wait(), 30)
-        task.cancel()
-    finally:
-        gate.set()
+    session = StructuredSession("s", store)
+    task = await _cancelled_at_its_first_operation(
+        store, backend_name, lambda: SESSION_WRITES[write](session)
+    )
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(task), 30)
-    store.backend.run = run  # type: ignore[method-assign]
+        task.result()
     assert await store.get_items("s") == SESSION_WRITTEN[write]
