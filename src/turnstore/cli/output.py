@@ -192,10 +192,18 @@ def make_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
     return result
 
 
+def _no_progress(n: int, total: int | None = None) -> None:
+    """``advance`` where no bar is shown."""
+
+
 @contextlib.contextmanager
 def progress(enabled: bool, description: str) -> Iterator[Callable[[int, int | None], None]]:
     """A progress bar on stderr (only on a terminal); yields ``advance(n, total)``."""
     stderr = Console(stderr=True)
+    if not (enabled and stderr.is_terminal):
+        # No Progress at all: a disabled one still writes a newline when it stops (rich 13.0).
+        yield _no_progress
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -203,7 +211,6 @@ def progress(enabled: bool, description: str) -> Iterator[Callable[[int, int | N
         TimeRemainingColumn(),
         console=stderr,
         transient=True,
-        disable=not (enabled and stderr.is_terminal),
     ) as bar:
         task = bar.add_task(description, total=None)
 
