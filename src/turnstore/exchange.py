@@ -32,7 +32,6 @@ import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, NamedTuple, TypeVar, get_args
 
 from . import validate
@@ -109,7 +108,11 @@ def run_record(run: Run, rows: RunRows) -> dict[str, Any]:
 def _row_record(row: NamedTuple, leave: Sequence[str]) -> dict[str, Any]:
     columns = _columns(type(row))
     return {
-        name: as_datetime(value) if value is not None and columns[name].check is _time else value
+        name: (
+            as_datetime(value)
+            if value is not None and columns[name].check is validate.iso_time
+            else value
+        )
         for name, value in row._asdict().items()
         if name not in leave
     }
@@ -131,16 +134,7 @@ def _number(value: Any, name: str) -> float:
     return float(value)
 
 
-def _time(value: Any, name: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(value)
-        validate.optional_time(when, name)  # one UTC can hold, as the database stores it
-    except (TypeError, ValueError):
-        raise InvalidOperationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
-    return when
-
-
-_BY_TYPE: dict[Any, Check] = {int: _int, str: validate.text, float: _number, Any: _time}
+_BY_TYPE: dict[Any, Check] = {int: _int, str: validate.text, float: _number, Any: validate.iso_time}
 
 
 @dataclass(frozen=True)
@@ -336,7 +330,7 @@ def _items(run: ExportedRun, place: int, what: str, *, compaction: bool) -> list
             prepared.info.name,
             prepared.info.text,
             prepared.data,
-            _time(when, f"{what}: item_times[{position}]"),
+            validate.iso_time(when, f"{what}: item_times[{position}]"),
         )
         for position, (prepared, when) in enumerate(zip(prepared_items, times, strict=True))
     ]

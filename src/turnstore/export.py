@@ -256,7 +256,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
             if not isinstance(item, Mapping):
                 raise TypeError("item is not an object")
             stamp = record.get("created_at")
-            when = _utc_time(stamp) if isinstance(stamp, str) else None
+            when = validate.iso_time(stamp, "created_at") if isinstance(stamp, str) else None
             counts = _usage(record.get("usage"))
         except (ValueError, TypeError, KeyError) as exc:
             if not strict:
@@ -310,11 +310,3 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
         read.keys.append(run_id)
         read.records.append(records.get(run_id))
     return read
-
-
-def _utc_time(text: str) -> datetime:
-    """An export's ISO 8601 time; a ValueError when it is not one, or cannot be moved to UTC
-    (0001-01-01T00:00+14:00), as the database stores it."""
-    when = datetime.fromisoformat(text)
-    validate.optional_time(when, "created_at")
-    return when

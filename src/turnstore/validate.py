@@ -262,6 +262,17 @@ def optional_time(value: Any, name: str) -> datetime | None:
     return value
 
 
+def iso_time(value: Any, name: str) -> datetime:
+    """``value``, an ISO 8601 time as text (an export's, a source's), as a datetime the
+    database can store (see ``optional_time``)."""
+    try:
+        when = datetime.fromisoformat(value)
+        optional_time(when, name)
+    except (TypeError, ValueError):  # InvalidOperationError is one
+        raise InvalidOperationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+    return when
+
+
 def optional_usage(value: Any, name: str = "usage") -> Usage | None:
     """``value`` if it is a ``Usage`` of ints from 0 to their limit (``MAX_REQUESTS``
     requests, ``MAX_INT`` tokens), or None."""

@@ -45,7 +45,7 @@ def _select(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]:
     return result
 
 
-_JSON_SCALARS = (str, bool, int, datetime, type(None))
+_JSON_SCALARS = (str, bool, int, float, datetime, type(None))
 
 
 def _value(value: Any) -> Any:
@@ -54,16 +54,12 @@ def _value(value: Any) -> Any:
     What JSON has no literal for is written as PostgreSQL's ``to_json`` writes it: a number
     that is not finite as the text ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``; a value of
     any other type (an interval, an address, a range) as its text."""
+    if isinstance(value, (float, Decimal)) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, _JSON_SCALARS):
         return value
     if isinstance(value, Decimal):
-        if value.is_finite():
-            return int(value) if value == value.to_integral_value() else float(value)
-        return "NaN" if value.is_nan() else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     if isinstance(value, (date, time)):

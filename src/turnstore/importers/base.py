@@ -131,14 +131,11 @@ def decode_item(data: Any) -> dict[str, Any] | None:
 def as_datetime(value: Any) -> datetime | None:
     """A source's time, or None where it holds none the database can store (not ISO 8601,
     or not movable to UTC, as 0001-01-01T00:00+14:00 is not)."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
+    if not isinstance(value, (str, datetime)):
         return None
     try:
+        if isinstance(value, str):
+            return validate.iso_time(value, "a time")
         return validate.optional_time(value, "a time")
     except InvalidOperationError:
         return None
