@@ -37,6 +37,7 @@ from turnstore import (
     SchemaError,
     Store,
 )
+from turnstore.importers import import_source, open_source
 from turnstore.sqlite import migrations as sqlite_migrations
 from turnstore.sqlite import sqlite_file_kind
 from turnstore.sqlite.errors import driver_error
@@ -145,6 +146,27 @@ def test_read_only_open_refuses_an_older_schema_and_never_migrates(
     store = Store.open(target, **options)
     store.close()
     _open_read_only(target, options).close()
+
+
+async def test_an_import_into_a_read_only_store_fails(
+    db_target: tuple[str, dict[str, Any]], backend_name: str, tmp_path: Path
+) -> None:
+    """The import stops with ReadOnlyError, not one refused session after another."""
+    if backend_name == "sqlite-memory":
+        pytest.skip("no read-only open without a file")
+    target, options = db_target
+    exported = tmp_path / "t.jsonl"
+    async with Store.open(target, **options) as writer:
+        await writer.add_items("t", ITEMS)
+        exported.write_text(await writer.export("t"), encoding="utf-8")
+        await writer.delete_session("t")
+    store = _open_read_only(target, options)
+    try:
+        with pytest.raises(ReadOnlyError):
+            await import_source(store, open_source(str(exported)))
+        assert await store.session("t") is None
+    finally:
+        await store.aclose()
 
 
 async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
@@ -382,6 +404,24 @@ CLI_READS = [
 ]
 
 
+def _cli_as_nobody(warm: Path, path: Path, commands: list[list[str]]) -> list[list[Any]]:
+    """Each command's [exit code, stdout, stderr] on ``path``, run as ``nobody`` when this
+    process is root (after a first run of each on the writable ``warm``, as root)."""
+    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
+    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+    result = subprocess.run(
+        [sys.executable, "-c", _CLI_READER, str(warm), str(path), json.dumps(commands), *ids],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    outcomes: list[list[Any]] = json.loads(result.stdout)
+    return outcomes
+
+
 def test_cli_read_commands_on_a_read_only_directory(shared_dir: Path, tmp_path: Path) -> None:
     warm = tmp_path / "warm.db"
     path = shared_dir / "c.db"
@@ -390,23 +430,43 @@ def test_cli_read_commands_on_a_read_only_directory(shared_dir: Path, tmp_path: 
     path.chmod(0o444)
     shared_dir.chmod(0o555)
     before = sorted(os.listdir(shared_dir)), _files(path)
-    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
-    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
-    result = subprocess.run(
-        [sys.executable, "-c", _CLI_READER, str(warm), str(path), json.dumps(CLI_READS), *ids],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    outcomes = json.loads(result.stdout)
+    outcomes = _cli_as_nobody(warm, path, CLI_READS)
     for args, (code, out, err) in zip(CLI_READS, outcomes, strict=True):
         assert code == 0, (args, out, err)
         assert out.strip(), args
     assert "zebra" in outcomes[CLI_READS.index(["search", "zebra"])][1]
     assert (sorted(os.listdir(shared_dir)), _files(path)) == before
+
+
+@pytest.mark.parametrize("shm", [False, True], ids=["no-shm", "with-shm"])
+def test_an_import_into_a_file_it_cannot_write_fails(
+    shared_dir: Path, tmp_path: Path, shm: bool
+) -> None:
+    """Every session refused because the file cannot be written is a failed import (it was
+    reported as "N sessions refused by the store", status 0, when a -shm existed)."""
+    warm = tmp_path / "warm.db"
+    path = shared_dir / "c.db"
+    exported = shared_dir / "t.jsonl"
+
+    async def export() -> None:
+        async with Store.open(tmp_path / "other.db") as other:
+            await other.add_items("t", ITEMS)
+            exported.write_text(await other.export("t"), encoding="utf-8")
+
+    asyncio.run(export())
+    _written(path)
+    path.chmod(0o444)
+    if shm:  # a -shm and -wal left by a reader, as a writable directory lets it
+        shared_dir.chmod(0o777)
+        _read_as_nobody(path)
+    shared_dir.chmod(0o555)
+    before = _files(path)
+    [[code, out, err]] = _cli_as_nobody(warm, path, [["import", str(exported)]])
+    assert code == 1, out
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: {path} cannot be written here"), line
+    assert line.endswith("nothing was written"), line
+    assert _files(path) == before
 
 
 def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(

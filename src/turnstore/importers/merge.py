@@ -16,6 +16,7 @@ from ..errors import (
     ConfigurationError,
     InvalidItemError,
     InvalidOperationError,
+    ReadOnlyError,
     SessionNotFoundError,
 )
 from ..exchange import ExactSession
@@ -308,7 +309,11 @@ async def import_source(
     session_ids: Sequence[str] | None = None,
     on_items: Callable[[int], None] | None = None,
 ) -> ImportSummary:
-    """Merge every session of ``source`` (or only ``session_ids``) into ``store``."""
+    """Merge every session of ``source`` (or only ``session_ids``) into ``store``.
+
+    A session the store refuses (its id, its items) is counted and the import goes on; a
+    store that cannot be written raises ``ReadOnlyError`` (every session would be refused).
+    """
     summary = ImportSummary(source=source.location, kind=source.kind)
     available = await source.session_ids()
     if session_ids:
@@ -323,6 +328,8 @@ async def import_source(
         session = await source.load(sid)
         try:
             merged = await merge_session(store, session, on_items=on_items)
+        except ReadOnlyError:
+            raise  # the target cannot be written: every session would be refused alike
         except (ConfigurationError, InvalidOperationError, InvalidItemError):
             # What the store refuses in this session's data; the rest of the import goes on.
             summary.skipped_sessions += 1
