@@ -98,6 +98,26 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
         lambda s, r: s.add_runs("s", [NewRun([user("x")], parent_id=str(r))]),  # type: ignore[arg-type]
         InvalidOperationError,
     ),
+    # A value whose repr runs out of stack, or that Python cannot write as digits: the error
+    # message shows it bounded (before: RecursionError, ValueError).
+    "run of an id nested 1,000 deep": (lambda s, r: s.run(nested(1000)), InvalidOperationError),
+    "fork of an id nested 1,000 deep": (
+        lambda s, r: s.fork("s", nested(1000), "x"),
+        InvalidOperationError,
+    ),
+    "tool_calls of a run_id nested 1,000 deep": (
+        lambda s, r: s.tool_calls(run_id=nested(1000)),
+        InvalidOperationError,
+    ),
+    "run of an id of 5,000 digits": (lambda s, r: s.run(10**5000), RunNotFoundError),
+    "expected_head nested 1,000 deep": (
+        lambda s, r: s.move_head("s", r, to_parent=False, expected_head=nested(1000)),
+        InvalidOperationError,
+    ),
+    "operation_id nested 1,000 deep": (
+        lambda s, r: s.add_items("s", [user("x")], operation_id=nested(1000)),
+        InvalidOperationError,
+    ),
     "expected_head that is a str": (
         lambda s, r: s.move_head("s", r, to_parent=False, expected_head=str(r)),  # type: ignore[arg-type]
         InvalidOperationError,
@@ -106,6 +126,18 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
     "get_items with a huge limit": (lambda s, r: s.get_items("s", HUGE), InvalidOperationError),
     "sessions with a huge limit": (lambda s, r: s.sessions(limit=2**64), InvalidOperationError),
     "search with a huge limit": (lambda s, r: s.search("hello", limit=HUGE), InvalidOperationError),
+    "get_items with a limit nested 1,000 deep": (
+        lambda s, r: s.get_items("s", nested(1000)),
+        InvalidOperationError,
+    ),
+    "sessions with a limit nested 1,000 deep": (
+        lambda s, r: s.sessions(limit=nested(1000)),
+        InvalidOperationError,
+    ),
+    "search with a limit nested 1,000 deep": (
+        lambda s, r: s.search("hello", limit=nested(1000)),
+        InvalidOperationError,
+    ),
     "path_view from a huge start": (
         lambda s, r: s.path_view("s", start=HUGE),
         InvalidOperationError,
@@ -228,6 +260,14 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
         InvalidOperationError,
     ),
     "fork to an input with NUL": (lambda s, r: s.fork("s", r, NUL), InvalidOperationError),
+    "fork to a megabyte of text with NUL": (
+        lambda s, r: s.fork("s", r, NUL * 100_000),
+        InvalidOperationError,
+    ),
+    "sessions of a megabyte user_id with a lone surrogate": (
+        lambda s, r: s.sessions(user_id=SURROGATE * 100_000),
+        InvalidOperationError,
+    ),
     # Deep nesting: refused before anything encodes it (which ran out of stack).
     "an item nested 1,000 lists deep": (
         lambda s, r: s.add_items("s", [deep_user(1000)]),
@@ -324,6 +364,7 @@ async def test_a_wrong_argument_is_refused_by_the_rule_and_changes_nothing(
         await call(store, run)
     # The class the rule names, not a subclass of another branch of the tree.
     assert type(caught.value) is error
+    assert len(str(caught.value)) < 400  # a bad value is shown bounded, in a line
     assert await stored(store) == before
 
 
@@ -524,6 +565,17 @@ def test_a_sqlite_uri_is_refused_not_read_two_ways(
     # A file whose name starts with file: is named by a path that does not.
     Store.open("./file:app.db").close()
     assert "file:app.db" in os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("target", ["app.db", Path("app.db"), b"app.db", None, 7])
+def test_a_store_is_opened_with_store_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: Any
+) -> None:
+    # Store() wraps an open backend; a path was an AttributeError at the first call.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"Store\(\) takes an open backend.*Store\.open"):
+        Store(target)
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("settings", ["limit=5", 5, {"limit": "x"}, {"bogus": 1}])

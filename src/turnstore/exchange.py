@@ -130,7 +130,7 @@ def _int(value: Any, name: str) -> int:
 
 def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidOperationError(f"{name} must be a finite number, got {value!r}")
+        raise InvalidOperationError(f"{name} must be a finite number, got {validate.shown(value)}")
     return float(value)
 
 
@@ -230,7 +230,7 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
     spans: list[SpanRow] = []
     names: list[BranchNameRow] = []
     for place, run in enumerate(runs):
-        what = f"run {run.key!r}"
+        what = f"run {validate.shown(run.key)}"
         record = run.record
         if not isinstance(record, Mapping) or not isinstance(record.get("usage"), Mapping):
             raise InvalidOperationError(f"{what} must be an object with its usage")
@@ -247,9 +247,13 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
             compacted_by=link(record.get("compacted_by")),
         )
         if row.status is not None and row.status not in _STATUSES:
-            raise InvalidOperationError(f"{what}: status {row.status!r} is not a run status")
+            raise InvalidOperationError(
+                f"{what}: status {validate.shown(row.status)} is not a run status"
+            )
         if row.kind not in _KINDS:
-            raise InvalidOperationError(f"{what}: kind {row.kind!r} is not a kind of run")
+            raise InvalidOperationError(
+                f"{what}: kind {validate.shown(row.kind)} is not a kind of run"
+            )
         rows.append(row)
         items.extend(_items(run, place, what, compaction=row.kind is not None))
         for n, call in enumerate(_list(record, "tool_calls", what)):

@@ -212,7 +212,7 @@ def _usage(counts: Any) -> Usage | None:
 
     usage = checked_usage(counts) if isinstance(counts, dict) else None
     if usage is None:
-        raise TypeError(f"usage is not a set of counts: {counts!r}")
+        raise TypeError(f"usage is not a set of counts: {validate.shown(counts)}")
     return usage
 
 

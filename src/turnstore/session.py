@@ -146,9 +146,9 @@ def _database_argument(
     ):
         if value is not None and value != default:
             raise ConfigurationError(
-                f"{name}={value!r} does not apply to StructuredSession: it keeps conversations "
-                "in turnstore's own tables (sessions, runs, items, tool_calls), not in one "
-                f"table of messages. It takes over a SQLiteSession file's history from the "
+                f"{name}={validate.shown(value)} does not apply to StructuredSession: it keeps "
+                "conversations in turnstore's own tables (sessions, runs, items, tool_calls), not "
+                f"in one table of messages. It takes over a SQLiteSession file's history from the "
                 f"SDK's default table ({default!r}) by itself; to bring in history from "
                 "tables with other names, run `turnstore import FILE --messages-table NAME`"
             )

@@ -23,6 +23,8 @@ import dataclasses
 import inspect
 import json
 import math
+import os
+import reprlib
 import unicodedata
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
@@ -55,6 +57,8 @@ __all__ = [
     "optional_text",
     "optional_time",
     "optional_usage",
+    "shown",
+    "store_backend",
     "text",
     "text_list",
 ]
@@ -87,6 +91,27 @@ T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------------
+# Showing a value in a message
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlong = 40
+
+
+def shown(value: Any) -> str:
+    """``value`` as every error message shows it: its repr, bounded in depth and length.
+
+    A wrong argument can be anything: a list nested 1,000 deep (whose repr runs out of stack),
+    a megabyte of text, an int past Python's digit limit, an object whose ``__repr__`` fails.
+    """
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # an int too long to write, a failing __repr__ inside a container
+        return f"<{type(value).__name__}>"
+
+
+# ---------------------------------------------------------------------------------------------
 # Text
 
 
@@ -106,11 +131,11 @@ def text(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise InvalidOperationError(f"{name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
-        raise InvalidOperationError(f"{name} must be text without NUL, got {value!r}")
+        raise InvalidOperationError(f"{name} must be text without NUL, got {shown(value)}")
     if not _encodes(value):
         # What a command-line argument that is not UTF-8 decodes to.
         raise InvalidOperationError(
-            f"{name} is not valid UTF-8 text (it holds a lone surrogate): {value!r}"
+            f"{name} is not valid UTF-8 text (it holds a lone surrogate): {shown(value)}"
         )
     return value
 
@@ -138,7 +163,7 @@ def branch_name(value: Any) -> str:
     if not checked or checked != checked.strip():
         raise InvalidOperationError(
             f"a branch name must be non-empty, without leading or trailing whitespace, got "
-            f"{checked!r}"
+            f"{shown(checked)}"
         )
     if len(checked) > MAX_BRANCH_NAME:
         raise InvalidOperationError(
@@ -147,7 +172,7 @@ def branch_name(value: Any) -> str:
     if any(unicodedata.category(char) == "Cc" for char in checked):
         raise InvalidOperationError(
             f"a branch name must not hold control characters (a newline, a tab, an escape), "
-            f"got {checked!r}"
+            f"got {shown(checked)}"
         )
     return checked
 
@@ -172,7 +197,7 @@ def choice(value: Any, name: str, choices: Collection[T]) -> T:
     for option in choices:
         if isinstance(value, type(option)) and value == option:
             return option
-    raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {value!r}")
+    raise InvalidOperationError(f"{name} is one of {tuple(choices)}, not {shown(value)}")
 
 
 def instance(value: Any, name: str, kind: type[T]) -> T:
@@ -185,7 +210,7 @@ def instance(value: Any, name: str, kind: type[T]) -> T:
 def flag(value: Any, name: str) -> bool:
     """``value`` if it is a bool."""
     if not isinstance(value, bool):
-        raise InvalidOperationError(f"{name} must be True or False, got {value!r}")
+        raise InvalidOperationError(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
@@ -201,7 +226,7 @@ def count(value: Any, name: str, *, minimum: int = 0) -> int:
     """``value`` if it is an int from ``minimum`` to ``MAX_INT`` (a limit, a position)."""
     if not _is_int(value) or not minimum <= value <= MAX_INT:
         raise InvalidOperationError(
-            f"{name} must be an int from {minimum} to 2**63 - 1, got {value!r}"
+            f"{name} must be an int from {minimum} to 2**63 - 1, got {shown(value)}"
         )
     result: int = value
     return result
@@ -228,9 +253,9 @@ def clamped_usage(**figures: Any) -> Usage:
 def lookup_id(value: Any, what: str, not_found: type[NotFoundError] = NotFoundError) -> int:
     """``value`` if it is an int id that can exist; ``not_found`` if it is out of range."""
     if not _is_int(value):
-        raise InvalidOperationError(f"{what} ids are ints, got {value!r}")
+        raise InvalidOperationError(f"{what} ids are ints, got {shown(value)}")
     if not -MAX_INT - 1 <= value <= MAX_INT:
-        raise not_found(f"no {what} {value}")
+        raise not_found(f"no {what} {shown(value)}")
     result: int = value
     return result
 
@@ -240,7 +265,7 @@ def filter_id(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value):
-        raise InvalidOperationError(f"{name} must be an int id, got {value!r}")
+        raise InvalidOperationError(f"{name} must be an int id, got {shown(value)}")
     # Ids start at 1 on both backends: 0 matches nothing, as an id out of range would.
     result: int = value if -MAX_INT - 1 <= value <= MAX_INT else 0
     return result
@@ -269,7 +294,9 @@ def iso_time(value: Any, name: str) -> datetime:
         when = datetime.fromisoformat(value)
         optional_time(when, name)
     except (TypeError, ValueError):  # InvalidOperationError is one
-        raise InvalidOperationError(f"{name} must be an ISO 8601 time, got {value!r}") from None
+        raise InvalidOperationError(
+            f"{name} must be an ISO 8601 time, got {shown(value)}"
+        ) from None
     return when
 
 
@@ -285,7 +312,7 @@ def optional_usage(value: Any, name: str = "usage") -> Usage | None:
         if not _is_int(figure) or not 0 <= figure <= _usage_limit(field.name):
             raise InvalidOperationError(
                 f"{name}.{field.name} must be an int from 0 to {_usage_limit(field.name)}, "
-                f"got {figure!r}"
+                f"got {shown(figure)}"
             )
     return value
 
@@ -317,7 +344,7 @@ def check_json(value: Any, depth: int = MAX_DEPTH) -> None:
                 text = name if isinstance(name, str) else _ASCII_ENCODER.encode({name: 0})[2:-5]
                 if text in seen:
                     raise ValueError(
-                        f"two keys of one object are both {text!r} in JSON, so one value "
+                        f"two keys of one object are both {shown(text)} in JSON, so one value "
                         "would be lost"
                     )
                 seen.add(text)
@@ -363,12 +390,12 @@ def metadata_filter(value: Any) -> str | None:
     for name, wanted in value.items():
         text(name, "a metadata filter's key")
         if isinstance(wanted, str):
-            text(wanted, f"the metadata filter's {name!r}")
+            text(wanted, f"the metadata filter's {shown(name)}")
         elif not isinstance(wanted, _SCALARS) or (
             isinstance(wanted, float) and not math.isfinite(wanted)
         ):
             raise InvalidOperationError(
-                f"metadata filter values are str, int, float, bool or None; {name!r} is "
+                f"metadata filter values are str, int, float, bool or None; {shown(name)} is "
                 f"{type(wanted).__name__}"
             )
     return json.dumps(dict(value), ensure_ascii=False) if value else None
@@ -378,11 +405,27 @@ def metadata_filter(value: Any) -> str | None:
 # Opening
 
 
+def store_backend(value: T) -> T:
+    """``value`` if it can be a ``Store``'s backend (``Store(backend)``): an open database is
+    ``Store.open(path or URL)``, which a path or URL given to ``Store`` is refused naming."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        raise ConfigurationError(
+            f"Store() takes an open backend, not a path or URL ({shown(value)}): open the "
+            f"database with Store.open({shown(value)})"
+        )
+    if not callable(getattr(value, "run", None)):
+        raise ConfigurationError(
+            f"Store() takes an open backend (a turnstore.Backend), got {type(value).__name__}: "
+            "open a database with Store.open(path or URL)"
+        )
+    return value
+
+
 def open_target(target: str) -> str:
     """``target`` (a path or URL) if a database could be opened by it."""
     if "\x00" in target or not _encodes(target):
         raise ConfigurationError(
-            f"a database path or URL holds no NUL and is valid UTF-8, got {target!r}"
+            f"a database path or URL holds no NUL and is valid UTF-8, got {shown(target)}"
         )
     return target
 
@@ -393,7 +436,7 @@ def sqlite_file_path(path: str) -> str:
     so that one target names one file everywhere (the open, ``inspect``, the CLI's checks)."""
     if path.startswith("file:"):
         raise ConfigurationError(
-            f"{path!r} is a SQLite URI: name the database by its path or as sqlite:///path "
+            f"{shown(path)} is a SQLite URI: name the database by its path or as sqlite:///path "
             "(./file:… for a file whose name starts with file:); read_only=True opens it "
             "read-only"
         )
@@ -419,11 +462,11 @@ def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, An
             known = ", ".join(
                 p.name for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY
             )
-            raise ConfigurationError(f"{what} takes no option {name!r}; its options: {known}")
+            raise ConfigurationError(f"{what} takes no option {shown(name)}; its options: {known}")
         default = parameter.default
         if isinstance(default, bool):
             if not isinstance(value, bool):
-                raise ConfigurationError(f"{name} must be True or False, got {value!r}")
+                raise ConfigurationError(f"{name} must be True or False, got {shown(value)}")
         elif isinstance(default, (int, float)):
             kinds = int if isinstance(default, int) else (int, float)
             if (
@@ -432,6 +475,6 @@ def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, An
                 or not (math.isfinite(value) and 0 <= value <= MAX_INT)
             ):
                 kind = "an int" if kinds is int else "a number"
-                raise ConfigurationError(f"{name} must be {kind} >= 0, got {value!r}")
+                raise ConfigurationError(f"{name} must be {kind} >= 0, got {shown(value)}")
         elif isinstance(default, str):
             option_text(value, name)

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .. import validate
 from ..errors import InvalidOperationError
 from . import statements as S
 from .ops import Op
@@ -56,7 +57,7 @@ def check_operation_id(operation_id: Any) -> str:
     if not isinstance(operation_id, str) or not _KEY.fullmatch(operation_id):
         raise InvalidOperationError(
             f"operation_id must be a key from turnstore.new_operation_id() (or from an "
-            f"OutcomeUnknownError), got {operation_id!r}"
+            f"OutcomeUnknownError), got {validate.shown(operation_id)}"
         )
     if int(operation_id[:12], 16) < _millis() - KEEP_MS:
         raise InvalidOperationError(

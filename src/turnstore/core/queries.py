@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from .. import validate
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from ..model import (
     ModelResponse,
@@ -92,9 +93,9 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
         datetime.fromisoformat(stamp)
         session_id.encode("utf-8")
     except (ValueError, TypeError, AttributeError, binascii.Error, RecursionError):
-        raise InvalidOperationError(f"not a sessions cursor: {cursor!r}") from None
+        raise InvalidOperationError(f"not a sessions cursor: {validate.shown(cursor)}") from None
     if kind not in ORDERS:
-        raise InvalidOperationError(f"not a sessions cursor: {cursor!r}")
+        raise InvalidOperationError(f"not a sessions cursor: {validate.shown(cursor)}")
     if kind != order:
         raise InvalidOperationError(
             f"the cursor comes from a listing ordered by {kind}, not {order}"

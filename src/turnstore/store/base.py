@@ -38,7 +38,7 @@ def expected_head_arg(expected_head: Any) -> ExpectedHead:
     # (the write is refused with ConflictError).
     if isinstance(expected_head, bool) or not isinstance(expected_head, int):
         raise InvalidOperationError(
-            f"expected_head must be a run id, None or ANY_HEAD, got {expected_head!r}"
+            f"expected_head must be a run id, None or ANY_HEAD, got {validate.shown(expected_head)}"
         )
     return expected_head
 
@@ -48,7 +48,7 @@ class StoreBase:
 
     def __init__(self, backend: Backend) -> None:
         """Wrap an open backend; most callers want ``Store.open``."""
-        self.backend = backend
+        self.backend = validate.store_backend(backend)
 
     @property
     def read_only(self) -> bool:
