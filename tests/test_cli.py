@@ -992,6 +992,126 @@ def test_import_errors(tmp_path: Path, cli_target: str, sqlite_session_db: Path)
     assert not target_exists(db)
 
 
+ITEMS = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello"},
+    {"role": "user", "content": "again"},
+]
+
+
+def _json_export(tmp_path: Path, fmt: str = "json") -> Any:
+    """A two-run session's export: the JSON document (parsed), or the JSONL text."""
+
+    async def export() -> str:
+        async with Store.open(tmp_path / "source.db") as store:
+            await store.add_items("s", ITEMS)
+            return await store.export("s", fmt)
+
+    text = asyncio.run(export())
+    return json.loads(text) if fmt == "json" else text
+
+
+@pytest.mark.parametrize("how", ["json on one line", "json after a BOM", "jsonl after a BOM"])
+def test_an_export_on_one_line_or_after_a_byte_order_mark_imports(tmp_path: Path, how: str) -> None:
+    # Before: a JSON document on one line was taken for JSONL ("line 1 has no session_id"),
+    # and a file starting with a UTF-8 byte order mark was "neither a SQLite database nor a
+    # turnstore export".
+    path = tmp_path / "export"
+    if how == "json on one line":
+        path.write_text(json.dumps(_json_export(tmp_path)))
+    elif how == "json after a BOM":
+        path.write_text(json.dumps(_json_export(tmp_path), indent=2), encoding="utf-8-sig")
+    else:
+        path.write_text(_json_export(tmp_path, "jsonl"), encoding="utf-8-sig")
+    target = str(tmp_path / "t.db")
+    summary = cli_json("import", str(path), "--db", target)
+    assert (summary["kind"], summary["items"], summary["skipped"]) == (how[:5].strip(), 3, 0)
+    assert asyncio.run(store_items(target, "s")) == ITEMS
+
+
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [
+        (
+            99,
+            '"version" 99 is not one this turnstore reads (1 to 2): a newer turnstore wrote '
+            "it, so import it with that one",
+        ),
+        (0, '"version" 0 is not one this turnstore reads (1 to 2)'),
+        (True, '"version" must be a whole number, not true'),
+        ("2", '"version" must be a whole number, not a string'),
+        (1.5, '"version" must be a whole number, not the number 1.5'),
+        (None, '"version" must be a whole number, not null'),
+    ],
+    ids=["99", "0", "true", "a string", "1.5", "null"],
+)
+def test_an_export_of_a_version_this_turnstore_does_not_read_is_refused(
+    tmp_path: Path, version: Any, why: str
+) -> None:
+    # Before: 99, true, 0 and 1.5 were imported (99 as version 2, the others as 1), and "2"
+    # and null refused with Python's words ("'>=' not supported between ...").
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({**_json_export(tmp_path), "version": version}, indent=2))
+    target = tmp_path / "t.db"
+    line = error_line(cli("import", str(path), "--db", str(target), code=1))
+    assert line == f"error: {path} is not a turnstore JSON export: {why}"
+    assert not target.exists()
+
+
+def _spoiled(document: dict[str, Any], how: str) -> Any:
+    """``document`` with one thing in it wrong."""
+    if how == "not an object":
+        return 3
+    spoiled = json.loads(json.dumps(document))
+    runs = spoiled["runs"]
+    if how == "session null":
+        spoiled["session"] = None
+    elif how == "no session_id":
+        del spoiled["session"]["session_id"]
+    elif how == "runs not a list":
+        spoiled["runs"] = {"0": runs[0]}
+    elif how == "a run null":
+        runs[1] = None
+    elif how == "a run without id":
+        del runs[1]["id"]
+    elif how == "a run id twice":
+        runs[1]["id"] = runs[0]["id"]
+    elif how == "items null":
+        runs[1]["items"] = None
+    elif how == "a parent after its child":
+        runs.reverse()
+    return spoiled
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("not an object", "a document must be an object, not the number 3"),
+        ("session null", '"session" must be an object, not null'),
+        ("no session_id", '"session"\'s "session_id" is missing'),
+        ("runs not a list", '"runs" must be an array, not an object'),
+        ("a run null", 'run 2 of "runs" is null, not an object'),
+        ("a run without id", 'run 2 of "runs" has no "id" (a number or a string)'),
+        ("a run id twice", 'run 2 of "runs" has the "id" of an earlier run'),
+        ("items null", '\'s "items" must be an array of objects'),
+        ("a parent after its child", "is not a run before it"),
+    ],
+)
+def test_one_bad_document_of_an_array_refuses_the_file_naming_it(
+    tmp_path: Path, how: str, why: str
+) -> None:
+    # Before: "'NoneType' object is not subscriptable", naming neither the document nor what
+    # in it is wrong.
+    document = _json_export(tmp_path)
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([document, _spoiled(document, how)], indent=2))
+    target = tmp_path / "t.db"
+    line = error_line(cli("import", str(path), "--db", str(target), code=1))
+    assert line.startswith(f"error: {path} is not a turnstore JSON export: document 2 of 2: ")
+    assert why in line
+    assert not target.exists()
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "json"])
 def test_a_session_named_twice_is_exported_once(tmp_path: Path, cli_target: str, fmt: str) -> None:
     # Before: `export demo demo` wrote the session twice ("Exported 2 sessions"), and the

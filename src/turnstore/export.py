@@ -38,7 +38,15 @@ from .exchange import rows_by_run, run_record
 from .jsonout import dumps
 from .model import NewRun, Run, ToolCall, Usage
 
-__all__ = ["FORMATS", "VERSION", "ExportFormat", "JsonlSession", "render", "runs_from_jsonl"]
+__all__ = [
+    "FORMATS",
+    "VERSION",
+    "ExportFormat",
+    "JsonlSession",
+    "is_run_key",
+    "render",
+    "runs_from_jsonl",
+]
 
 VERSION = 2
 """The JSON document's ``version``: 2 adds the rows of each run that copy carries (1: items,
@@ -199,7 +207,8 @@ def runs_from_jsonl(lines: Iterable[str]) -> list[NewRun]:
     return read_jsonl(lines, strict=True).runs
 
 
-def _run_key(value: Any) -> bool:
+def is_run_key(value: Any) -> bool:
+    """Whether ``value`` can be a run's id in an export (its ``run_id``, ``id``, links)."""
     # Run ids are ints in turnstore's exports; any JSON scalar that can key a dict is taken.
     return isinstance(value, (int, str))
 
@@ -251,7 +260,7 @@ def read_jsonl(lines: Iterable[str], *, strict: bool) -> JsonlSession:
                 continue
             run_id, item = record["run_id"], record["item"]
             parent_id = record.get("parent_id")
-            if not _run_key(run_id) or not (parent_id is None or _run_key(parent_id)):
+            if not is_run_key(run_id) or not (parent_id is None or is_run_key(parent_id)):
                 raise TypeError("run_id and parent_id must be ids")
             if not isinstance(item, Mapping):
                 raise TypeError("item is not an object")

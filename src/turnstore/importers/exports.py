@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
+from .. import validate
 from ..errors import (
     ConnectionFailedError,
     InvalidItemError,
@@ -17,6 +18,7 @@ from ..errors import (
     TurnstoreError,
 )
 from ..exchange import ExportedRun, exact_session
+from ..export import VERSION, is_run_key, read_jsonl
 from .base import Source, SourceRun, SourceSession, as_datetime, checked_usage
 
 __all__ = ["ExportSource"]
@@ -41,7 +43,8 @@ class ExportSource(Source):
         self._sessions: dict[str, SourceSession] = {}
         self._total = 0
         try:
-            with open(path, encoding="utf-8") as file:
+            # utf-8-sig: a byte order mark that an editor put first is read past.
+            with open(path, encoding="utf-8-sig") as file:
                 if kind == "jsonl":
                     self._read_jsonl(file)
                 else:
@@ -54,8 +57,6 @@ class ExportSource(Source):
     def _read_jsonl(self, lines: Iterable[str]) -> None:
         """Group the lines by session; a line that is not an export record is skipped and
         counted (the file is refused only when no line is one)."""
-        from ..export import read_jsonl
-
         groups: dict[str, list[str]] = {}
         first_error = ""
         for number, line in enumerate(lines, 1):
@@ -102,49 +103,73 @@ class ExportSource(Source):
             raise SchemaError(f"{self.location} holds no importable turnstore export record{why}")
 
     def _read_json(self, text: str) -> None:
-        """One session's document, or an array of them (an export of several sessions)."""
+        """One session's document, or an array of them (an export of several sessions); the
+        file is refused naming the first document that is not one, and what is wrong."""
         try:
             parsed = json.loads(text)
-            for document in parsed if isinstance(parsed, list) else [parsed]:
-                self._read_document(document)
         except RecursionError:
             raise SchemaError(
                 f"{self.location} is not a turnstore JSON export: it nests lists and objects "
                 "deeper than a JSON parser reads"
             ) from None
-        except (ValueError, TypeError, KeyError, AttributeError, TurnstoreError) as exc:
+        except ValueError as exc:
             raise SchemaError(f"{self.location} is not a turnstore JSON export: {exc}") from None
+        documents = parsed if isinstance(parsed, list) else [parsed]
+        for index, document in enumerate(documents, 1):
+            try:
+                self._read_document(document)
+            except (ValueError, TurnstoreError) as exc:
+                where = f"document {index} of {len(documents)}: " if len(documents) > 1 else ""
+                raise SchemaError(
+                    f"{self.location} is not a turnstore JSON export: {where}{exc}"
+                ) from None
 
     def _read_document(self, document: Any) -> None:
+        """One session's document; ValueError says what in it is not as an export has it."""
+        if not isinstance(document, dict):
+            raise ValueError(f"a document must be an object, not {_kind(document)}")
         if document.get("format") != "turnstore-export":
             raise ValueError('no "format": "turnstore-export"')
-        info = document["session"]
-        session = self._sessions[info["session_id"]] = SourceSession(info["session_id"])
+        version = _version(document.get("version", 1))
+        info = _field(document, "session", dict, "an object")
+        sid = _field(info, "session_id", str, "a string", '"session"\'s ')
+        session = self._sessions[sid] = SourceSession(sid)
         session.catalogue = {name: info.get(name) for name in ("user_id", "title", "metadata")}
         made: dict[Any, SourceRun] = {}
         exported: list[ExportedRun] = []
         places: dict[Any, int] = {}  # a run's id -> its place in the document
-        for record in document["runs"]:
+        for number, record in enumerate(_field(document, "runs", list, "an array"), 1):
+            if not isinstance(record, dict):
+                raise ValueError(f'run {number} of "runs" is {_kind(record)}, not an object')
+            key = record.get("id")
+            if not is_run_key(key):
+                raise ValueError(f'run {number} of "runs" has no "id" (a number or a string)')
+            if key in made:
+                raise ValueError(f'run {number} of "runs" has the "id" of an earlier run')
             counts = record.get("usage") or {}
             usage = checked_usage(counts) if isinstance(counts, dict) else None
             session.skipped += usage is None  # the run is imported without its usage
             run = SourceRun(
-                _items(record["items"]),
-                key=record["id"],
+                _items(record.get("items"), key),
+                key=key,
                 usage=usage,
                 created_at=as_datetime(record.get("created_at")),
             )
             parent = record.get("parent_id")
-            if parent is not None and parent not in made:
-                raise ValueError(f"run {record['id']}'s parent {parent} comes after it")
+            if parent is not None and not (is_run_key(parent) and parent in made):
+                raise ValueError(
+                    f"run {validate.shown(key)}'s parent {validate.shown(parent)} is not a run "
+                    "before it"
+                )
             (made[parent].children if parent is not None else session.roots).append(run)
             place = places[parent] if parent is not None else None
-            exported.append(ExportedRun(record["id"], place, record, run.items))
-            places[record["id"]] = len(places)
-            made[record["id"]] = run
+            exported.append(ExportedRun(key, place, record, run.items))
+            places[key] = len(places)
+            made[key] = run
             self._total += len(run.items)
-        session.head = made.get(info.get("head_run_id")) or _last(made)
-        if document.get("version", 1) >= 2:
+        head = info.get("head_run_id")
+        session.head = (made.get(head) if is_run_key(head) else None) or _last(made)
+        if version >= 2:
             _take_rows(session, info, exported, list(made.values()))
 
     async def session_ids(self) -> list[str]:
@@ -177,10 +202,50 @@ def _take_rows(
     session.head = made[head] if head is not None else session.head
 
 
-def _items(value: Any) -> list[dict[str, Any]]:
+def _items(value: Any, key: Any) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not all(type(item) is dict for item in value):
-        raise ValueError("a run's items are a list of objects")
+        raise ValueError(f'run {validate.shown(key)}\'s "items" must be an array of objects')
     return value
+
+
+def _version(value: Any) -> int:
+    """A document's ``version``: 1 or 2 (``export.VERSION``), the versions this reads."""
+    if type(value) is not int:
+        raise ValueError(f'"version" must be a whole number, not {_kind(value)}')
+    if not 1 <= value <= VERSION:
+        newer = (
+            ": a newer turnstore wrote it, so import it with that one" if value > VERSION else ""
+        )
+        raise ValueError(
+            f'"version" {validate.shown(value)} is not one this turnstore reads (1 to {VERSION})'
+            + newer
+        )
+    return value
+
+
+T = TypeVar("T")
+
+
+def _field(record: dict[str, Any], name: str, kind: type[T], what: str, owner: str = "") -> T:
+    """``record[name]`` if it is a ``kind`` (``what``, as JSON names it)."""
+    if name not in record:
+        raise ValueError(f'{owner}"{name}" is missing')
+    value = record[name]
+    if not isinstance(value, kind):
+        raise ValueError(f'{owner}"{name}" must be {what}, not {_kind(value)}')
+    return value
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is in JSON's words (for a message)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return f"the number {validate.shown(value)}"
+    return _KINDS.get(type(value), "a value")
+
+
+_KINDS: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
 
 
 def _last(runs: dict[Any, SourceRun]) -> SourceRun | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 
@@ -22,8 +23,9 @@ def open_source(location: str, kind: str = "auto", *, messages_table: str | None
     """Open ``location`` as a source of conversations; ``kind`` one of ``SOURCE_KINDS``.
 
     ``auto`` picks ``sqlalchemy`` for a URL, ``sqlite`` for a SQLite file (SQLiteSession or
-    AdvancedSQLiteSession), ``jsonl`` for a text file whose first line is a JSON object, and
-    ``json`` for a JSON document (or an array of them).
+    AdvancedSQLiteSession), ``jsonl`` for a text file whose first line is a JSON object (an
+    export record), and ``json`` for a JSON document (on one line or many, or an array of
+    them). A UTF-8 byte order mark before the text is read past.
     """
     if kind not in SOURCE_KINDS:
         raise ConfigurationError(f"unknown source kind {kind!r}: use one of {SOURCE_KINDS}")
@@ -51,14 +53,16 @@ def _sniff(location: str) -> str:
         raise ConnectionFailedError(f"cannot read {location}: {exc}") from exc
     if head.startswith(b"SQLite format 3\0"):
         return "sqlite"
+    head, first_line = head.removeprefix(codecs.BOM_UTF8), first_line.removeprefix(codecs.BOM_UTF8)
     if head.lstrip()[:1] == b"[":
         return "json"  # an array of session documents (an export of several sessions)
     if head.lstrip()[:1] == b"{":
         try:
-            json.loads(first_line)
+            first = json.loads(first_line)
         except json.JSONDecodeError:
             return "json"  # a document spread over lines
         except (ValueError, RecursionError):
             return "jsonl"  # a whole line, but one that cannot be read: the reader says so
-        return "jsonl"
+        # A whole document on one line names its format; an export record never does.
+        return "json" if type(first) is dict and "format" in first else "jsonl"
     raise SchemaError(f"{location} is neither a SQLite database nor a turnstore export")
