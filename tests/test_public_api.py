@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import importlib.metadata
 import inspect
 import re
 import subprocess
@@ -12,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+import pytest
 
 import turnstore
 from turnstore import Store
@@ -98,6 +101,20 @@ def test_all_is_sorted_and_complete() -> None:
     assert len(set(turnstore.__all__)) == len(turnstore.__all__)
     for name in turnstore.__all__:
         assert hasattr(turnstore, name), name
+
+
+def test_the_version_is_the_installed_distribution_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    from turnstore import __version__
+
+    assert __version__ == turnstore.__version__ == importlib.metadata.version("turnstore")
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert turnstore.__version__ == "0+unknown"  # a source tree that was never installed
+    with pytest.raises(AttributeError):
+        turnstore.__versions__  # noqa: B018
 
 
 def test_every_type_a_public_signature_uses_is_exported() -> None:

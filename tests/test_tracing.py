@@ -475,3 +475,33 @@ async def test_closing_a_session_writes_its_spans(open_store: Any, spans_on: Spa
         assert "agent" in {span.kind for span in await store.spans(session_id="s")}
     finally:
         await store.aclose()
+
+
+WITHOUT_THE_SDK = """
+import sys
+sys.modules["agents"] = None  # as if the agents extra were not installed: import fails
+from turnstore import ConfigurationError, tracing
+try:
+    tracing.install()
+except ConfigurationError as exc:
+    print(exc)
+print(tracing.installed())
+"""
+
+
+def test_install_without_the_sdk_names_the_agents_extra() -> None:
+    """The README's promise: what lacks its extra says so in one line (it was the import's
+    ModuleNotFoundError)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_SDK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "turnstore.tracing needs the agents extra (agents is missing): "
+        "pip install 'turnstore[agents]'",
+        "None",
+    ]

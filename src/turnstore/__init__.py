@@ -55,6 +55,20 @@ from .session import StructuredSession
 from .store import Store, migrate
 from .transfer import CopySummary, copy
 
+
+def __getattr__(name: str) -> str:
+    """``turnstore.__version__``: the installed distribution's, looked up when first asked
+    (``importlib.metadata`` is not imported with turnstore)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("turnstore")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "ANY_HEAD",
     "FIRST_PAGE",

@@ -7,8 +7,6 @@ import contextlib
 import logging
 import os
 import sys
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 from typing import Annotated, Any
 
 import typer
@@ -86,16 +84,11 @@ app = typer.Typer(
 )
 
 
-def _version() -> str:
-    try:
-        return package_version("turnstore")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
-
-
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"turnstore {_version()}")
+        from .. import __version__
+
+        typer.echo(f"turnstore {__version__}")
         raise typer.Exit()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..extras import require
 from . import binding
 
 if TYPE_CHECKING:
@@ -37,10 +38,13 @@ def install() -> SpanStore:
     """Store the spans of every ``StructuredSession``'s runs from now on; idempotent.
 
     Returns the processor (an ``agents.tracing.TracingProcessor``), registered with the SDK.
+    Without the SDK, a ``ConfigurationError`` names the ``agents`` extra.
     """
     global _processor
     with _lock:
         if _processor is None:
+            require("agents", "turnstore.tracing")
+
             from agents.tracing import add_trace_processor
 
             from .processor import SpanStore
