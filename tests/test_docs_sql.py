@@ -255,3 +255,24 @@ async def test_readme_sql_runs(store: Store, number: int) -> None:
     await built["alice"].edit(built["runs1"][1].id, "Which refund rules apply?")
     block = sql_blocks(README)[number]
     assert await run_example(store, block) != [], block
+
+
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
+
+
+@pytest.mark.parametrize(
+    "path", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=lambda path: path.name
+)
+def test_every_code_fence_of_the_docs_closes(path: Path) -> None:
+    """Fences pair up: a fence that names a language opens a block, never closes one, and no
+    block runs to the end of the page (a stray fence in docs/scaling.md turned the prose after
+    it into code, and the code into prose)."""
+    opened = 0  # the line of the open block's fence; 0: outside any block
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fence = FENCE.match(line)
+        if fence is None:
+            continue
+        if opened:
+            assert not fence.group(2).strip(), f"line {number} opens a block inside another"
+        opened = 0 if opened else number
+    assert not opened, f"the block of line {opened} never closes"

@@ -5,13 +5,16 @@ Offline and fast: the wheel is built without build isolation (hatchling is in th
 group) and installed with ``--no-deps``; each environment then sees, through a ``.pth`` file,
 only the distributions the extra declares (and theirs), linked from the environment running
 the tests. A dependency missing from pyproject.toml therefore fails here as it would for a
-user. The ``packaging`` marker lets a quick run leave these tests out (``-m "not packaging"``).
+user. The docs' install lines are run too, with the commands that follow them. The
+``packaging`` marker lets a quick run leave these tests out (``-m "not packaging"``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -46,6 +49,12 @@ def test_the_extras_table_is_pyprojects() -> None:
             for top in _top_levels(Requirement(requirement).name)
         }
         assert set(modules) <= provided, (extra, modules, provided)
+
+
+def test_the_readme_names_every_extra() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (listed,) = re.findall(r"^The extras: (.*?)\. The library alone", readme, re.M | re.S)
+    assert set(re.findall(r"`(\w+)` \(", listed)) == set(extras.EXTRAS)
 
 
 def test_no_development_tool_is_published() -> None:
@@ -132,9 +141,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Environment:
-    """A fresh virtual environment with the wheel and one extra's dependencies."""
+    """A fresh virtual environment with the wheel and the dependencies of ``extras``."""
 
-    def __init__(self, root: Path, wheel: Path, extra: str | None) -> None:
+    def __init__(self, root: Path, wheel: Path, *extras: str) -> None:
         self.root = root
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
         self.python = root / "bin" / "python"
@@ -154,7 +163,7 @@ class Environment:
         )
         project = PYPROJECT["project"]
         requirements = list(project["dependencies"])
-        if extra is not None:
+        for extra in extras:
             requirements += project["optional-dependencies"][extra]
         linked = root / "linked"
         _link_distributions(_closure(requirements, set()), linked)
@@ -192,7 +201,7 @@ def _one_line(result: subprocess.CompletedProcess[str], extra: str) -> None:
 
 
 def test_the_library_alone(wheel: Path, tmp_path: Path) -> None:
-    env = Environment(tmp_path / "env", wheel, None)
+    env = Environment(tmp_path / "env", wheel)
     env.python_c(
         "import asyncio\n"
         "from turnstore import Store\n"
@@ -280,6 +289,64 @@ def test_the_postgres_extra(wheel: Path, tmp_path: Path) -> None:
         f"with psycopg.connect({POSTGRES_URL!r}, autocommit=True) as conn:\n"
         f"    conn.execute('DROP SCHEMA {schema} CASCADE')\n"
     )
+
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SHELL_BLOCK = re.compile(r"```(?:bash|sh|console)\n(.*?)```", re.S)
+INSTALL = re.compile(r"pip install '[^']*turnstore\[([\w,]+)\]'")
+
+
+def _install_blocks() -> list[tuple[str, list[str], list[list[str]]]]:
+    """(page, the extras installed, the turnstore commands after the install line) of each
+    shell block of the docs that installs turnstore with extras and then runs it."""
+    found = []
+    for page in PAGES:
+        for block in SHELL_BLOCK.findall(page.read_text(encoding="utf-8")):
+            lines = [line.removeprefix("$ ") for line in block.splitlines()]
+            for index, line in enumerate(lines):
+                install = INSTALL.search(line)
+                if install is None:
+                    continue
+                commands = [shlex.split(later, comments=True) for later in lines[index + 1 :]]
+                commands = [args[1:] for args in commands if args[:1] == ["turnstore"]]
+                if commands:
+                    found.append((page.name, install.group(1).split(","), commands))
+    return found
+
+
+INSTALL_BLOCKS = _install_blocks()
+
+# `turnstore ARGS`, with uvicorn.run a stub: `serve` returns instead of serving until stopped.
+_TURNSTORE = """
+import json, sys
+try:
+    import uvicorn
+except ImportError:
+    pass
+else:
+    uvicorn.run = lambda app, **options: print("serving on port", options["port"])
+from turnstore.console import main
+sys.argv = ["turnstore", *json.loads(sys.argv[1])]
+main()
+"""
+
+
+def test_the_docs_install_check_sees_what_it_checks() -> None:
+    assert "web.md" in {page for page, _, _ in INSTALL_BLOCKS}
+
+
+@pytest.mark.parametrize(
+    ("page", "extras_", "commands"), INSTALL_BLOCKS, ids=[page for page, _, _ in INSTALL_BLOCKS]
+)
+def test_an_install_line_of_the_docs_installs_what_the_commands_after_it_need(
+    wheel: Path, tmp_path: Path, page: str, extras_: list[str], commands: list[list[str]]
+) -> None:
+    # docs/web.md installed turnstore[web] and then ran `turnstore demo` and `turnstore serve`,
+    # which need the cli extra (and demo the agents extra).
+    assert set(extras_) <= set(extras.EXTRAS), f"{page} installs an extra turnstore lacks"
+    env = Environment(tmp_path / "env", wheel, *extras_)
+    for args in commands:
+        env.run(str(env.python), "-c", _TURNSTORE, json.dumps(args))
 
 
 def test_the_lowest_constraints_pin_every_floor() -> None:

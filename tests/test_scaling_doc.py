@@ -99,3 +99,25 @@ def test_the_citus_steps_run_top_to_bottom(schema: str, monkeypatch: pytest.Monk
         }
     assert "sessions" in tables
     assert tables <= distributed, "a table the page does not distribute"
+
+
+def test_the_cluster_steps_make_every_node_ready() -> None:
+    """Before distributing anything, the page builds the cluster: the citus extension created
+    on every node (workers too), the coordinator's own address set, and every worker added,
+    all in the one database turnstore uses (nodes are registered per database)."""
+    (block,) = re.findall(r"```console\n([^`]*?citus_add_node.*?)```", CITUS_SECTION, re.S)
+    on: dict[str, list[str]] = {}  # host -> the statements run on it
+    databases = set()
+    for line in block.splitlines():
+        args = shlex.split(line, comments=True)[1:]  # after the prompt
+        assert args[0] == "psql", line
+        on.setdefault(args[args.index("-h") + 1], []).append(args[args.index("-c") + 1])
+        databases.add(args[args.index("-d") + 1])
+    added = set(re.findall(r"citus_add_node\('([^']+)'", block))
+    (coordinator,) = re.findall(r"citus_set_coordinator_host\('([^']+)'", block)
+    assert len(databases) == 1
+    assert added
+    assert coordinator not in added
+    assert set(on) == added | {coordinator}
+    assert all("CREATE EXTENSION citus" in statements for statements in on.values())
+    assert all(len(on[worker]) == 1 for worker in added)  # nodes are added on the coordinator
