@@ -9,13 +9,14 @@ as ``docs/session-page.png``.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,30 @@ import pytest
 import uvicorn
 
 from builders import run_in_new_loop
-from conftest import require_module, unavailable
-from turnstore import Store
+from conftest import database_target, require_module, unavailable
 from turnstore.web import create_app
-from webdata import HOSTILE_ID, HOSTILE_OUTPUT, LONG_TURNS, Ids, build
+from webdata import (
+    FORKED_ID,
+    FORKED_TURNS,
+    HOSTILE_ID,
+    HOSTILE_OUTPUT,
+    IMG,
+    LONG_TURNS,
+    Forked,
+    Ids,
+    build,
+    build_forked,
+)
 
 # One launch configuration serves these tests and the viewer's benchmark.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from bench_web import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
+# Without Chromium's local network access checks, which stop a sandboxed or data: frame from
+# posting to a loopback address before the viewer sees the request (other browsers have no
+# such check): the tests see the viewer's own refusal of other origins.
+ARGS = [*CHROMIUM_ARGS, "--disable-features=LocalNetworkAccessChecks"]
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -49,19 +64,20 @@ def browser() -> Iterator[Any]:
     sync_playwright = require_module("playwright.sync_api").sync_playwright
     with sync_playwright() as playwright:
         # Never a downloaded browser: Debian's, by path.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium
         chromium.close()
 
 
 @contextmanager
-def live_viewer(db: str) -> Iterator[str]:
-    """The base URL of a live viewer over the database ``db``."""
-    store = Store.open(db)
+def live_viewer(db: str, *, read_only: bool = True) -> Iterator[str]:
+    """The base URL of a live viewer over the database ``db``, opened as ``turnstore serve``
+    opens it (``--writable`` unless ``read_only``)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning"))
+    app = create_app(db, read_only=read_only)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -73,16 +89,18 @@ def live_viewer(db: str) -> Iterator[str]:
     server.should_exit = True
     thread.join(10)
     sock.close()
-    store.close()
 
 
 @pytest.fixture(scope="module")
-def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Ids]]:
-    """(base URL, ids) of a live viewer over the test conversations."""
-    db = str(tmp_path_factory.mktemp("browser") / "viewer.db")
-    ids = run_in_new_loop(lambda: build(db))  # Playwright may own this thread's loop
-    with live_viewer(db) as base:
-        yield base, ids
+def viewer(
+    target_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Ids]]:
+    """(base URL, ids) of a live read-only viewer over the test conversations, on each of the
+    backends a viewer serves."""
+    with database_target(target_backend, tmp_path_factory.mktemp("browser")) as db:
+        ids = run_in_new_loop(lambda: build(db))  # Playwright may own this thread's loop
+        with live_viewer(db) as base:
+            yield base, ids
 
 
 class Watch:
@@ -259,3 +277,179 @@ def test_the_catalogue_shows_and_sorts_what_sessions_hold(
     assert runs[0] == LONG_TURNS
     _screenshot(page, "web-sessions.png", *_docs("sessions-page.png"))
     assert watch.errors == [], watch.errors
+
+
+# ---------------------------------------------------------------------------------------------
+# The writable viewer (`turnstore serve --writable`): every form, clicked as a user clicks it
+
+
+@pytest.fixture
+def writable(new_target: Callable[[], str]) -> Iterator[tuple[str, Forked]]:
+    """(base URL, branches) of a live writable viewer over ``FORKED_ID`` alone."""
+    db = new_target()
+    forked = run_in_new_loop(lambda: build_forked(db))
+    with live_viewer(db, read_only=False) as base:
+        yield base, forked
+
+
+def _submit(page: Any, button: Any, status: int = 200) -> None:
+    """Click a form's button as a user does; the page it leads to must answer ``status``
+    (after the viewer's redirect)."""
+    with page.expect_navigation() as navigation:
+        button.click()
+    response = navigation.value
+    assert response.status == status, (response.status, page.locator("body").inner_text())
+
+
+def _session(base: str, session_id: str) -> str:
+    return f"{base}/sessions/{quote(session_id, safe='')}"
+
+
+def _conversation(page: Any) -> list[str]:
+    """The user messages of the branch shown, oldest first."""
+    return [text.strip() for text in page.locator(".runs .msg.user .text").all_inner_texts()]
+
+
+def _current_branch(page: Any) -> str:
+    """What the branch list says of the branch shown."""
+    return " ".join(page.locator(".branches li.current").inner_text().split())
+
+
+# A branch name that would make an element (and run script) if the page ever put it in as HTML.
+BRANCH_NAME = f"first {IMG}"
+FIRST_VERSION = [f"Question {n}?" for n in range(FORKED_TURNS)]
+EDITED = ["Question 0?", "Question 1?", "Question 2, edited?"]
+
+
+def test_make_this_branch_active(page: Any, writable: tuple[str, Forked]) -> None:
+    base, forked = writable
+    watch = Watch(page)
+    page.goto(_session(base, FORKED_ID))
+    assert _conversation(page) == EDITED
+    assert page.locator(".notice").count() == 0  # the active branch: nothing to make active
+    page.locator(".branches").get_by_role("link", name="Question 3?").click()
+    page.locator(".notice").wait_for()
+    assert _conversation(page) == FIRST_VERSION
+    _submit(page, page.get_by_role("button", name="Make this branch active"))
+    assert page.url.endswith(f"#run-{forked.first_leaf}")
+    assert page.locator(".notice").count() == 0  # it is the active one now
+    assert _conversation(page) == FIRST_VERSION
+    assert "· active" in _current_branch(page)
+    # The session's own page shows it: the head moved.
+    page.goto(_session(base, FORKED_ID))
+    assert _conversation(page) == FIRST_VERSION
+    assert watch.errors == [], watch.errors
+
+
+def _name(page: Any, name: str, status: int = 200) -> None:
+    """Fill in "Name this branch" and save."""
+    page.get_by_role("textbox", name="branch name").fill(name)
+    _submit(page, page.get_by_role("button", name="Save"), status)
+
+
+def test_name_this_branch(page: Any, writable: tuple[str, Forked]) -> None:
+    base, _ = writable
+    watch = Watch(page)
+    page.goto(_session(base, FORKED_ID))
+    assert page.get_by_role("textbox", name="branch name").input_value() == ""
+    _name(page, BRANCH_NAME)
+    name = page.locator(".branches li.current .branch-name")
+    assert name.inner_text() == BRANCH_NAME  # the markup, shown as text
+    assert page.get_by_role("textbox", name="branch name").input_value() == BRANCH_NAME
+    assert page.locator(".branches img").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert _conversation(page) == EDITED  # naming moves nothing
+    _name(page, "edited")  # renamed
+    assert name.inner_text() == "edited"
+    # The other branch cannot take the name: the page says why.
+    page.locator(".branches").get_by_role("link", name="Question 3?").click()
+    page.locator(".notice").wait_for()
+    _name(page, "edited", 400)
+    assert page.locator(".error-box h1").inner_text() == "400 · Bad request"
+    assert "edited" in page.locator(".error-box .detail").inner_text()
+    page.goto(_session(base, FORKED_ID))
+    assert name.inner_text() == "edited"
+    assert page.locator(".branches .branch-name").count() == 1
+    _name(page, "")  # unnamed
+    assert page.locator(".branches .branch-name").count() == 0
+    assert page.locator(".branches").get_by_role("link", name="Question 2, edited?").count() == 1
+    assert watch.dialogs == []
+    assert [e for e in watch.errors if "status of 400" not in e] == [], watch.errors
+
+
+def test_make_a_named_branch_active(page: Any, writable: tuple[str, Forked]) -> None:
+    base, _ = writable
+    watch = Watch(page)
+    page.goto(_session(base, FORKED_ID))
+    _name(page, "edit")
+    page.locator(".branches").get_by_role("link", name="Question 3?").click()
+    page.locator(".notice").wait_for()
+    _name(page, BRANCH_NAME)
+    # One "Make active" button (named for its branch): on the named branch not active.
+    page.goto(_session(base, FORKED_ID))
+    assert page.get_by_role("button", name="Make active", exact=True).count() == 0
+    assert page.locator(".branches button").all_inner_texts() == ["Make active"]
+    _submit(page, page.get_by_role("button", name=f"Make the branch {BRANCH_NAME} active"))
+    assert page.url == _session(base, FORKED_ID)
+    assert _conversation(page) == FIRST_VERSION
+    assert page.locator(".notice").count() == 0
+    assert _current_branch(page).startswith(BRANCH_NAME)
+    assert "· active" in _current_branch(page)
+    # And back, by the button now on the other one.
+    _submit(page, page.get_by_role("button", name="Make the branch edit active"))
+    assert _conversation(page) == EDITED
+    assert _current_branch(page).startswith("edit ")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert watch.errors == [], watch.errors
+    assert watch.dialogs == []
+
+
+def _attack(base: str, action: str, fields: dict[str, str]) -> dict[str, str]:
+    """Pages of other origins that post ``fields`` to the viewer's ``action`` when their button
+    is clicked, by where they post from."""
+    inputs = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, v in fields.items()
+    )
+    target = html.escape(base + action)
+    form = f'<form method="post" action="{target}">{inputs}<button>Win</button></form>'
+    framed = html.escape(f"<!doctype html>{form}")
+    return {
+        "another site": form,
+        "another site without referrers": f'<meta name="referrer" content="no-referrer">{form}',
+        "a sandboxed frame": f'<iframe sandbox="allow-forms" srcdoc="{framed}"></iframe>',
+        "a data: URL frame": f'<iframe src="data:text/html,{quote(form)}"></iframe>',
+    }
+
+
+def _serving(body: str) -> Callable[[Any], None]:
+    """A route handler that answers with the page ``body``."""
+    return lambda route: route.fulfill(status=200, content_type="text/html", body=body)
+
+
+def test_forms_of_other_origins_are_refused(page: Any, writable: tuple[str, Forked]) -> None:
+    """Pages of other origins posting the viewer's form, with its token even (as if they had
+    it): every origin a browser sends for them (another site, port or name for the viewer;
+    ``null`` from a sandboxed or data: frame, or from a page that sends no referrers) is
+    refused, and nothing changes."""
+    base, forked = writable
+    page.goto(_session(base, FORKED_ID))
+    token = page.locator("form.name-branch input[name=token]").get_attribute("value")
+    fields = {"token": token, "run": str(forked.first_leaf)}
+    action = "/checkout/" + quote(FORKED_ID, safe="")
+    attackers = [
+        "http://attacker.test",
+        "http://127.0.0.1:1",
+        base.replace("127.0.0.1", "localhost"),  # a name the viewer answers to as well
+    ]
+    for origin in attackers:
+        for source, body in _attack(base, action, fields).items():
+            page.route(f"{origin}/", _serving(body))
+            page.goto(f"{origin}/")
+            frame = page.frame_locator("iframe") if "frame" in source else page
+            with page.expect_response(lambda r: r.request.method == "POST") as posted:
+                frame.get_by_role("button", name="Win").click()
+            assert posted.value.status == 403, (origin, source)
+            page.unroute(f"{origin}/")
+    page.goto(_session(base, FORKED_ID))
+    assert _conversation(page) == EDITED  # still the active branch

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from agents import Agent, Runner, Usage, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from turnstore import Store, StructuredSession
+from builders import assistant, user
+from turnstore import NewRun, Store, StructuredSession
 from turnstore.demo import _agents, run_demo
 
 HOSTILE_ID = "hostile <b>id</b>/with slash?&#"
@@ -125,3 +126,35 @@ async def build(db: str) -> Ids:
         hostile_call=calls["call_page"].id,
         failing_call=calls["call_order"].id,
     )
+
+
+# A session whose third turn was edited, for the writable viewer's forms; its id needs quoting
+# in every URL the forms post to.
+FORKED_ID = "forks/α & β?#"
+FORKED_TURNS = 4
+
+
+@dataclass(frozen=True)
+class Forked:
+    """The two branches of ``FORKED_ID``: the first version (inactive) and the edit (active)."""
+
+    first_leaf: int  # the last of the FORKED_TURNS runs of the first version
+    edited_leaf: int  # the edited third turn, the head
+
+
+async def build_forked(db: str) -> Forked:
+    """Write ``FORKED_ID`` into the database ``db`` names."""
+    async with Store.open(db) as store:
+        ids = await store.add_runs(
+            FORKED_ID,
+            [
+                NewRun(
+                    [user(f"Question {n}?"), assistant(f"Answer {n}.")],
+                    parent=n - 1 if n else None,
+                )
+                for n in range(FORKED_TURNS)
+            ],
+            head=FORKED_TURNS - 1,
+        )
+        edited = await store.fork(FORKED_ID, ids[2], "Question 2, edited?")
+    return Forked(first_leaf=ids[-1], edited_leaf=edited.id)
