@@ -11,6 +11,7 @@ it was. A call that accepts the value is fine (many hostile values are valid som
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import uuid
@@ -25,9 +26,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import assistant, user
-from conftest import POSTGRES_URL
+from conftest import POSTGRES_URL, require_module
 from test_tree import converse, snapshot
-from turnstore import NewRun, Store, StructuredSession, TurnstoreError, Usage
+from turnstore import (
+    NewRun,
+    ResponseRecord,
+    SessionPatch,
+    Store,
+    StructuredSession,
+    Telemetry,
+    ToolTiming,
+    TurnstoreError,
+    Usage,
+)
 from turnstore.store import session_patch
 
 
@@ -82,6 +93,40 @@ def _session(store: Store) -> StructuredSession:
 
 def _sdk_usage(value: Any) -> Any:
     return SimpleNamespace(usage=SimpleNamespace(requests=value, input_tokens=value))
+
+
+_NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def _telemetry(record: str, field: str) -> Callable[[Any], Telemetry]:
+    """A ``Telemetry`` of one hand-built record whose ``field`` is the value."""
+
+    def build(value: Any) -> Telemetry:
+        if record == "ResponseRecord":
+            response = ResponseRecord("a", "m", "r", None, Usage(), _NOW, _NOW, 1.0)
+            return Telemetry(responses=[dataclasses.replace(response, **{field: value})])
+        timing = ToolTiming("c-q2", _NOW, _NOW, 1.0)  # the newest call of session "s"
+        return Telemetry(tools=[dataclasses.replace(timing, **{field: value})])
+
+    return build
+
+
+def _with_telemetry(build: Callable[[Any], Telemetry]) -> Call:
+    return lambda s, r, v: s.add_items("s", [assistant("t")], telemetry=build(v))
+
+
+async def _hooked_write(store: Store, value: Any) -> None:
+    """A write after ``session.hooks`` saw a model call and a tool call of hostile fields."""
+    require_module("agents")
+    session = _session(store)
+    recorder = session.hooks.recorder
+    response = SimpleNamespace(response_id=value, request_id=value, usage=_sdk_usage(value).usage)
+    recorder.llm_start("call")
+    recorder.llm_end("call", value, value, response)
+    if isinstance(value, str):  # the hooks time a call whose call_id is text
+        recorder.tool_start(value)
+        recorder.tool_end(value)
+    await session.add_items([assistant("h")])
 
 
 STORE_CALLS: dict[str, Call] = {
@@ -190,13 +235,37 @@ STORE_CALLS: dict[str, Call] = {
     "session.set_info(user_id)": lambda s, r, v: _session(s).set_info(user_id=v),
     "session.set_info(metadata)": lambda s, r, v: _session(s).set_info(metadata=v),
     "session_patch(title)": lambda s, r, v: s.patch_session("s", session_patch(title=v)),
+    # Records a caller builds (issue 26): each field checked as its argument is.
+    "patch_session(SessionPatch(user_id))": lambda s, r, v: s.patch_session(
+        "s", SessionPatch(user_id=v)
+    ),
+    "patch_session(SessionPatch(title))": lambda s, r, v: s.patch_session(
+        "s", SessionPatch(title=v)
+    ),
+    "patch_session(SessionPatch(metadata))": lambda s, r, v: s.patch_session(
+        "s", SessionPatch(metadata=v)
+    ),
+    "add_items(info=SessionPatch(metadata))": lambda s, r, v: s.add_items(
+        "s", [assistant("i")], info=SessionPatch(metadata=v)
+    ),
+    "add_items(telemetry=Telemetry(responses))": _with_telemetry(lambda v: Telemetry(responses=v)),
+    "add_items(telemetry=Telemetry(tools))": _with_telemetry(lambda v: Telemetry(tools=v)),
+    **{
+        f"add_items(telemetry: {record}.{field.name})": _with_telemetry(
+            _telemetry(record, field.name)
+        )
+        for record, kind in (("ResponseRecord", ResponseRecord), ("ToolTiming", ToolTiming))
+        for field in dataclasses.fields(kind)
+    },
 }
 
-# Usage the SDK passes is never refused: whatever its figures, the turn is stored.
+# What the SDK passes (usage, and what session.hooks records of it) is never refused: the turn
+# is stored whatever it holds.
 NEVER_REFUSED: dict[str, Call] = {
     "session.add_items(wrapper usage)": lambda s, r, v: _session(s).add_items(
         [assistant("w")], wrapper=_sdk_usage(v)
     ),
+    "session.hooks' records": lambda s, r, v: _hooked_write(s, v),
 }
 
 

@@ -8,6 +8,7 @@ UnicodeEncodeError, AttributeError, TypeError, ValueError), a driver error mappe
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
@@ -27,9 +28,13 @@ from turnstore import (
     InvalidOperationError,
     NewRun,
     NotFoundError,
+    ResponseRecord,
     RunNotFoundError,
+    SessionPatch,
     Store,
     StructuredSession,
+    Telemetry,
+    ToolTiming,
     TurnstoreError,
     Usage,
 )
@@ -68,6 +73,39 @@ def depth_of(value: Any) -> int:
 
 
 Call = Callable[[Store, int], Awaitable[Any]]
+
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+DEEP_TEXT = '{"k": ' + "[" * 5000 + "]" * 5000 + "}"  # metadata text nested 5,000 deep
+
+
+def response(**fields: Any) -> ResponseRecord:
+    """A model call as ``session.hooks`` records it, but for ``fields``."""
+    usage = Usage(1, 2, 3, 5)
+    values = {"agent_name": "a", "model": "m", "response_id": "r", "request_id": None}
+    values |= {"usage": usage, "started_at": NOW, "completed_at": NOW, "latency_ms": 1.5}
+    return ResponseRecord(**(values | fields))
+
+
+def timing(**fields: Any) -> ToolTiming:
+    """The timing of session "s"'s newest tool call (``seeded``'s), but for ``fields``."""
+    values = {"call_id": "c-q2", "started_at": NOW, "completed_at": NOW, "duration_ms": 2.5}
+    return ToolTiming(**(values | fields))
+
+
+def patched(**fields: Any) -> Call:
+    """``patch_session`` of a hand-built ``SessionPatch``."""
+    return lambda s, r: s.patch_session("s", SessionPatch(**fields))
+
+
+def with_info(**fields: Any) -> Call:
+    """A write carrying a hand-built ``SessionPatch``."""
+    return lambda s, r: s.add_items("s", [assistant("i")], info=SessionPatch(**fields))
+
+
+def with_telemetry(**lists: Any) -> Call:
+    """A write carrying a hand-built ``Telemetry``."""
+    return lambda s, r: s.add_items("s", [assistant("t")], telemetry=Telemetry(**lists))
+
 
 # (call on a store holding session "s" with run ``run``, the error the rule names)
 CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
@@ -338,6 +376,151 @@ CASES: dict[str, tuple[Call, type[TurnstoreError]]] = {
     ),
     "session_id with NUL": (lambda s, r: s.get_items(NUL), InvalidOperationError),
     "session_id that is an int": (lambda s, r: s.pop_item(7), InvalidOperationError),  # type: ignore[arg-type]
+    # Records a caller builds (issue 26): each field by the rule of the argument it stands
+    # for. Before, each was stored as given (and broke every later listing or export), or
+    # raised AttributeError.
+    "a patch of metadata that is not JSON": (patched(metadata="not json"), InvalidOperationError),
+    "a patch of metadata that is a JSON list": (patched(metadata="[1,2]"), InvalidOperationError),
+    "a patch of metadata that is JSON null": (patched(metadata="null"), InvalidOperationError),
+    "a patch of metadata nested 5,000 deep": (patched(metadata=DEEP_TEXT), InvalidOperationError),
+    "a patch of metadata one level too deep": (
+        patched(metadata=json.dumps({"k": nested(MAX_DEPTH, "dict")})),
+        InvalidOperationError,
+    ),
+    "a patch of metadata holding NaN": (patched(metadata='{"k": NaN}'), InvalidOperationError),
+    "a patch of metadata holding 1e999": (patched(metadata='{"k": 1e999}'), InvalidOperationError),
+    "a patch of metadata holding an escaped NUL": (
+        patched(metadata='{"k": "\\u0000"}'),
+        InvalidOperationError,
+    ),
+    "a patch of metadata holding an escaped lone surrogate": (
+        patched(metadata='{"k": "\\ud800"}'),
+        InvalidOperationError,
+    ),
+    "a patch of metadata text with NUL": (
+        patched(metadata='{"k": 1}' + NUL),
+        InvalidOperationError,
+    ),
+    "a patch of metadata that is a dict": (patched(metadata={"k": 1}), InvalidOperationError),
+    "a patch of metadata of 5,000 digits": (
+        patched(metadata='{"k": ' + "7" * 5000 + "}"),
+        InvalidOperationError,
+    ),
+    "a patch of a 5,000-character user_id": (patched(user_id="u" * 5000), InvalidOperationError),
+    "a patch of a user_id that is an int": (patched(user_id=7), InvalidOperationError),
+    "a patch of a title with NUL": (patched(title=NUL), InvalidOperationError),
+    "a patch of a title with a lone surrogate": (patched(title=SURROGATE), InvalidOperationError),
+    "a write's info of metadata that is not JSON": (
+        with_info(metadata="not json"),
+        InvalidOperationError,
+    ),
+    "a write's info of metadata that is a JSON list": (
+        with_info(metadata="[1,2]"),
+        InvalidOperationError,
+    ),
+    "a write's info of a 5,000-character user_id": (
+        with_info(user_id="u" * 5000),
+        InvalidOperationError,
+    ),
+    "a write's info of a title that is a list": (with_info(title=["t"]), InvalidOperationError),
+    "telemetry whose responses hold an int": (with_telemetry(responses=[1]), InvalidOperationError),
+    "telemetry whose responses are a str": (
+        with_telemetry(responses="r"),
+        InvalidOperationError,
+    ),
+    "telemetry whose tools hold a dict": (
+        with_telemetry(tools=[{"call_id": "c-q2"}]),
+        InvalidOperationError,
+    ),
+    "telemetry whose tools are None": (with_telemetry(tools=None), InvalidOperationError),
+    "a model call started 'yesterday'": (
+        with_telemetry(responses=[response(started_at="yesterday")]),
+        InvalidOperationError,
+    ),
+    "a model call completed at None": (
+        with_telemetry(responses=[response(completed_at=None)]),
+        InvalidOperationError,
+    ),
+    "a model call completed at a time as text": (
+        with_telemetry(responses=[response(completed_at=WHEN)]),
+        InvalidOperationError,
+    ),
+    "a model call completed at the last instant west of UTC": (
+        with_telemetry(responses=[response(completed_at=LATEST_WEST)]),
+        InvalidOperationError,
+    ),
+    "a model call of NaN latency": (
+        with_telemetry(responses=[response(latency_ms=float("nan"))]),
+        InvalidOperationError,
+    ),
+    "a model call of infinite latency": (
+        with_telemetry(responses=[response(latency_ms=float("inf"))]),
+        InvalidOperationError,
+    ),
+    "a model call of negative latency": (
+        with_telemetry(responses=[response(latency_ms=-1.0)]),
+        InvalidOperationError,
+    ),
+    "a model call of a latency as text": (
+        with_telemetry(responses=[response(latency_ms="5")]),
+        InvalidOperationError,
+    ),
+    "a model call of a latency of 10**400": (
+        with_telemetry(responses=[response(latency_ms=10**400)]),
+        InvalidOperationError,
+    ),
+    "a model call of usage None": (
+        with_telemetry(responses=[response(usage=None)]),
+        InvalidOperationError,
+    ),
+    "a model call of 2**63 tokens": (
+        with_telemetry(responses=[response(usage=Usage(input_tokens=HUGE))]),
+        InvalidOperationError,
+    ),
+    "a model call of an agent name with NUL": (
+        with_telemetry(responses=[response(agent_name=NUL)]),
+        InvalidOperationError,
+    ),
+    "a model call of a model with a lone surrogate": (
+        with_telemetry(responses=[response(model=SURROGATE)]),
+        InvalidOperationError,
+    ),
+    "a model call of a response id that is an int": (
+        with_telemetry(responses=[response(response_id=7)]),
+        InvalidOperationError,
+    ),
+    "a tool timing started 'yesterday'": (
+        with_telemetry(tools=[timing(started_at="yesterday")]),
+        InvalidOperationError,
+    ),
+    "a tool timing completed at None": (
+        with_telemetry(tools=[timing(completed_at=None)]),
+        InvalidOperationError,
+    ),
+    "a tool timing completed at the first instant east of UTC": (
+        with_telemetry(tools=[timing(completed_at=EARLIEST_EAST)]),
+        InvalidOperationError,
+    ),
+    "a tool timing of NaN duration": (
+        with_telemetry(tools=[timing(duration_ms=float("nan"))]),
+        InvalidOperationError,
+    ),
+    "a tool timing of a duration that is True": (
+        with_telemetry(tools=[timing(duration_ms=True)]),
+        InvalidOperationError,
+    ),
+    "a tool timing of call_id None": (
+        with_telemetry(tools=[timing(call_id=None)]),
+        InvalidOperationError,
+    ),
+    "a tool timing of a call_id with NUL": (
+        with_telemetry(tools=[timing(call_id="c-q2" + NUL)]),
+        InvalidOperationError,
+    ),
+    "a good model call beside a bad tool timing": (
+        with_telemetry(responses=[response()], tools=[timing(duration_ms=-2.0)]),
+        InvalidOperationError,
+    ),
 }
 
 
@@ -350,7 +533,14 @@ async def seeded(store: Store) -> int:
 
 async def stored(store: Store) -> Any:
     """Everything a refusal must leave as it was."""
-    return await snapshot(store), await store.session("s"), await store.get_items("s")
+    timings = await sql(store, "SELECT id, started_at, duration_ms FROM tool_calls ORDER BY id")
+    return (
+        await snapshot(store),
+        await store.session("s"),
+        await store.get_items("s"),
+        await store.model_responses(),
+        timings,
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -376,6 +566,31 @@ async def test_nesting_up_to_the_limit_is_stored_and_read_back(store: Store) -> 
     info = await store.update_session("s", metadata=metadata)
     assert info.metadata == metadata
     assert (await store.session("s")).metadata == metadata  # type: ignore[union-attr]
+
+
+async def test_hand_built_records_within_the_limits_are_stored_and_read_back(
+    store: Store,
+) -> None:
+    await seeded(store)
+    fits = "é" * 512  # 1,024 bytes of UTF-8
+    metadata = {"k": nested(MAX_DEPTH - 1), "n": 1.5, "t": "é\u2028"}
+    text = json.dumps(metadata, indent=1)  # any JSON text of the object: stored as the object
+    info = await store.patch_session("s", SessionPatch(user_id=fits, title="t", metadata=text))
+    assert (info.user_id, info.title, info.metadata) == (fits, "t", metadata)
+    naive = datetime(2025, 1, 2, 3, 4, 5, 678901)  # UTC
+    east = datetime(2025, 1, 2, 8, 4, 6, tzinfo=timezone(timedelta(hours=5)))
+    telemetry = Telemetry(
+        [response(started_at=naive, completed_at=east, latency_ms=7)],
+        [timing(started_at=naive, completed_at=east, duration_ms=0)],
+    )
+    await store.add_items("s", [assistant("t")], telemetry=telemetry)
+    (model_call,) = await store.model_responses(session_id="s")
+    assert model_call.started_at == naive.replace(tzinfo=timezone.utc)
+    assert (model_call.completed_at, model_call.latency_ms) == (east, 7.0)
+    assert (model_call.agent_name, model_call.usage) == ("a", Usage(1, 2, 3, 5))
+    tool_call = (await store.tool_calls(session_id="s"))[-1]
+    assert tool_call.started_at == naive.replace(tzinfo=timezone.utc)
+    assert (tool_call.call_id, tool_call.completed_at, tool_call.duration_ms) == ("c-q2", east, 0)
 
 
 async def test_a_session_refuses_deep_metadata_when_it_is_made(store: Store) -> None:

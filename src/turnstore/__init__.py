@@ -4,13 +4,11 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
-from .core.catalogue import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
 from .core.ops import Backend
 from .core.queries import SessionOrder, UsageGroup
 from .core.search import SearchOrder
-from .core.telemetry import ResponseRecord, Telemetry, ToolTiming
 from .errors import (
     ClosedError,
     ConfigurationError,
@@ -40,13 +38,17 @@ from .model import (
     NewRun,
     PageCursor,
     PathView,
+    ResponseRecord,
     Run,
     SearchResult,
     SessionInfo,
     SessionPage,
+    SessionPatch,
     SessionSummary,
+    Telemetry,
     ToolCall,
     ToolStats,
+    ToolTiming,
     TraceSpan,
     Usage,
     UsageRow,

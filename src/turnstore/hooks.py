@@ -20,13 +20,13 @@ This module imports the Agents SDK (the ``agents`` extra); ``turnstore`` itself 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from agents import RunHooks
 
-from .core.telemetry import ResponseRecord, Telemetry, ToolTiming
-from .model import Usage
+from .items import clean_text
+from .model import ResponseRecord, Telemetry, ToolTiming, Usage
 from .units import elapsed_ms
 
 __all__ = ["Recorder", "SessionHooks"]
@@ -49,43 +49,53 @@ def model_name(agent: Any) -> str | None:
     return name if isinstance(name, str) else type(model).__name__
 
 
+def _text(value: Any) -> str | None:
+    # What the SDK hands over is recorded, never refused (a turn is not lost over it): text
+    # as a column holds it (items.clean_text), anything else unknown.
+    return clean_text(value) if isinstance(value, str) else None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 class Recorder:
     """What the hooks saw since the session last wrote. SDK-free, so it is easy to test.
 
-    ``now`` gives timestamps as the store's backend binds them; durations are measured with
-    a monotonic clock.
+    Its records pass ``validate.telemetry_record`` whatever the SDK hands over: text is
+    cleaned as items' text is, times are UTC datetimes, and durations are measured with a
+    monotonic clock.
     """
 
-    def __init__(self, now: Callable[[], Any]) -> None:
-        """Record with timestamps from ``now``."""
-        self._now = now
+    def __init__(self) -> None:
+        """Record nothing yet."""
         self._pending = Telemetry()
-        self._llm: dict[Any, tuple[Any, float]] = {}
-        self._tools: dict[str, tuple[Any, float]] = {}
+        self._llm: dict[Any, tuple[datetime, float]] = {}
+        self._tools: dict[str, tuple[datetime, float]] = {}
 
     def llm_start(self, key: Any) -> None:
         """A model call began; ``key`` identifies it until ``llm_end``."""
-        self._llm[key] = (self._now(), time.perf_counter())
+        self._llm[key] = (_now(), time.perf_counter())
 
     def llm_end(self, key: Any, agent_name: str | None, model: str | None, response: Any) -> None:
         """A model call returned ``response`` (an SDK ``ModelResponse``)."""
         started = self._llm.pop(key, None)
         self._pending.responses.append(
             ResponseRecord(
-                agent_name=agent_name,
-                model=model,
-                response_id=getattr(response, "response_id", None),
-                request_id=getattr(response, "request_id", None),
+                agent_name=_text(agent_name),
+                model=_text(model),
+                response_id=_text(getattr(response, "response_id", None)),
+                request_id=_text(getattr(response, "request_id", None)),
                 usage=_usage(getattr(response, "usage", None)),
                 started_at=started[0] if started else None,
-                completed_at=self._now(),
+                completed_at=_now(),
                 latency_ms=elapsed_ms(started[1], time.perf_counter()) if started else None,
             )
         )
 
     def tool_start(self, call_id: str) -> None:
         """The tool call ``call_id`` began to run."""
-        self._tools[call_id] = (self._now(), time.perf_counter())
+        self._tools[call_id] = (_now(), time.perf_counter())
 
     def tool_end(self, call_id: str) -> None:
         """The tool call ``call_id`` finished (whether it succeeded or not)."""
@@ -93,9 +103,9 @@ class Recorder:
         if started is not None:
             self._pending.tools.append(
                 ToolTiming(
-                    call_id=call_id,
+                    call_id=clean_text(call_id),  # as the item's call_id is stored
                     started_at=started[0],
-                    completed_at=self._now(),
+                    completed_at=_now(),
                     duration_ms=elapsed_ms(started[1], time.perf_counter()),
                 )
             )

@@ -27,14 +27,18 @@ __all__ = [
     "ModelResponse",
     "NewRun",
     "PageCursor",
+    "ResponseRecord",
     "Run",
     "RunStatus",
     "SearchResult",
     "SessionInfo",
     "SessionPage",
+    "SessionPatch",
     "SessionSummary",
+    "Telemetry",
     "ToolCall",
     "ToolStats",
+    "ToolTiming",
     "TraceSpan",
     "Usage",
     "UsageRow",
@@ -209,6 +213,66 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPatch:
+    """Catalogue fields to set on a session (``Store.patch_session``, ``add_items(info=...)``);
+    None leaves a field as it is.
+
+    Checked as the keyword arguments of ``update_session`` are (``validate.patch_record``):
+    ``user_id`` at most 1,024 bytes, text without NUL or lone surrogates; ``metadata`` the JSON
+    text of an object, within the limits of metadata, stored as ``update_session`` would
+    store that object.
+    """
+
+    user_id: str | None = None
+    title: str | None = None
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRecord:
+    """One model call seen by ``session.hooks``, written with ``add_items(telemetry=...)``.
+
+    Times are datetimes (naive ones are UTC); ``latency_ms`` a finite number of milliseconds
+    from 0 (checked by ``validate.telemetry_record``).
+    """
+
+    agent_name: str | None
+    model: str | None
+    response_id: str | None
+    request_id: str | None
+    usage: Usage
+    started_at: datetime | None
+    completed_at: datetime
+    latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTiming:
+    """When one tool call (by the model's ``call_id``) ran, as seen by ``session.hooks``.
+
+    Times are datetimes (naive ones are UTC); ``duration_ms`` a finite number of milliseconds
+    from 0.
+    """
+
+    call_id: str
+    started_at: datetime
+    completed_at: datetime
+    duration_ms: float
+
+
+@dataclass(slots=True)
+class Telemetry:
+    """What ``session.hooks`` recorded since the session last wrote: lists of
+    ``ResponseRecord`` and ``ToolTiming``."""
+
+    responses: list[ResponseRecord] = field(default_factory=list)
+    tools: list[ToolTiming] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.responses or self.tools)
 
 
 @dataclass(frozen=True, slots=True)

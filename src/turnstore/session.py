@@ -12,12 +12,11 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from . import validate
-from .core.catalogue import SessionPatch
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.ops import finish_write
 from .errors import ClosedError, ConfigurationError, InvalidOperationError
 from .importers import adopt
-from .model import Branch, Run, SessionInfo, Usage
+from .model import Branch, Run, SessionInfo, SessionPatch, Usage
 from .store import Store, session_patch, shared
 from .tracing import binding
 
@@ -451,7 +450,7 @@ class StructuredSession:
         if self._hooks is None:
             from .hooks import Recorder, SessionHooks
 
-            self._recorder = Recorder(self.store.backend.now)
+            self._recorder = Recorder()
             self._hooks = SessionHooks(self._recorder)
         return self._hooks
 

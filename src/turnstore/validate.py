@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from .errors import ConfigurationError, InvalidOperationError, NotFoundError
-from .model import Usage
+from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
 
 __all__ = [
     "MAX_BRANCH_NAME",
@@ -44,6 +44,7 @@ __all__ = [
     "choice",
     "clamped_usage",
     "count",
+    "duration",
     "filter_id",
     "flag",
     "instance",
@@ -51,16 +52,20 @@ __all__ = [
     "lookup_id",
     "metadata",
     "metadata_filter",
+    "metadata_text",
     "open_options",
     "open_target",
     "optional_key",
     "optional_text",
     "optional_time",
     "optional_usage",
+    "patch_record",
     "shown",
     "store_backend",
+    "telemetry_record",
     "text",
     "text_list",
+    "time",
 ]
 
 MAX_INT = 2**63 - 1
@@ -272,9 +277,12 @@ def filter_id(value: Any, name: str) -> int | None:
 
 
 def optional_time(value: Any, name: str) -> datetime | None:
-    """``value`` if it is a datetime (naive ones are UTC), or None."""
-    if value is None:
-        return None
+    """``time(value, name)``, or None for None."""
+    return None if value is None else time(value, name)
+
+
+def time(value: Any, name: str) -> datetime:
+    """``value`` if it is a datetime (naive ones are UTC) that UTC can hold."""
     if not isinstance(value, datetime):
         raise InvalidOperationError(f"{name} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is not None:
@@ -298,6 +306,20 @@ def iso_time(value: Any, name: str) -> datetime:
             f"{name} must be an ISO 8601 time, got {shown(value)}"
         ) from None
     return when
+
+
+def duration(value: Any, name: str) -> float:
+    """``value``, a finite number of milliseconds from 0 (a latency, a tool's run), as a float."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            ms = float(value)
+        except OverflowError:  # an int beyond any float
+            ms = math.inf
+        if math.isfinite(ms) and ms >= 0:
+            return ms
+    raise InvalidOperationError(
+        f"{name} must be a finite number of milliseconds from 0, got {shown(value)}"
+    )
 
 
 def optional_usage(value: Any, name: str = "usage") -> Usage | None:
@@ -372,6 +394,23 @@ def metadata(value: Any, name: str = "metadata") -> str:
     return data
 
 
+def metadata_text(value: Any, name: str = "metadata") -> str:
+    """``value``, the JSON text of an object (a ``SessionPatch``'s metadata), as the text
+    ``metadata`` stores for that object: one rule for metadata however it is given."""
+    try:
+        # NaN and Infinity parse (JSON has neither): ``metadata`` refuses them as it re-encodes.
+        decoded = json.loads(text(value, name))
+    except (ValueError, RecursionError):  # InvalidOperationError is a ValueError
+        raise InvalidOperationError(
+            f"{name} must be the JSON text of an object, got {shown(value)}"
+        ) from None
+    if not isinstance(decoded, dict):
+        raise InvalidOperationError(
+            f"{name} must be the JSON text of an object, got {type(decoded).__name__} text"
+        )
+    return metadata(decoded, name)
+
+
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -399,6 +438,73 @@ def metadata_filter(value: Any) -> str | None:
                 f"{type(wanted).__name__}"
             )
     return json.dumps(dict(value), ensure_ascii=False) if value else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Records a caller builds: each field checked as the keyword argument it stands for
+
+
+def patch_record(value: Any, name: str = "patch") -> SessionPatch:
+    """``value``, a ``SessionPatch`` whose fields ``update_session`` would take (``user_id`` a
+    key, ``title`` text, ``metadata`` the JSON text of an object), with its metadata as
+    stored (``metadata_text``)."""
+    patch = instance(value, name, SessionPatch)
+    return SessionPatch(
+        user_id=optional_key(patch.user_id, f"{name}.user_id"),
+        title=optional_text(patch.title, f"{name}.title"),
+        metadata=None
+        if patch.metadata is None
+        else metadata_text(patch.metadata, f"{name}.metadata"),
+    )
+
+
+def telemetry_record(value: Any, name: str = "telemetry") -> Telemetry:
+    """``value``, a ``Telemetry`` whose lists hold ``ResponseRecord`` and ``ToolTiming``
+    records of checked fields: text (see ``text``), a ``Usage`` (see ``optional_usage``),
+    times (see ``time``), durations (see ``duration``). A copy: the caller's lists may change
+    after the call."""
+    telemetry = instance(value, name, Telemetry)
+    responses = _record_list(telemetry.responses, f"{name}.responses", ResponseRecord)
+    tools = _record_list(telemetry.tools, f"{name}.tools", ToolTiming)
+    return Telemetry(
+        [_response(record, f"{name}.responses[{n}]") for n, record in enumerate(responses)],
+        [_timing(timing, f"{name}.tools[{n}]") for n, timing in enumerate(tools)],
+    )
+
+
+def _record_list(values: Any, name: str, kind: type[T]) -> list[T]:
+    if not isinstance(values, (list, tuple)):
+        raise InvalidOperationError(
+            f"{name} must be a list of {kind.__name__}, got {type(values).__name__}"
+        )
+    return [instance(value, f"each of {name}", kind) for value in values]
+
+
+def _response(record: ResponseRecord, name: str) -> ResponseRecord:
+    usage = optional_usage(record.usage, f"{name}.usage")
+    if usage is None:
+        raise InvalidOperationError(f"{name}.usage must be a turnstore Usage, got None")
+    return ResponseRecord(
+        agent_name=optional_text(record.agent_name, f"{name}.agent_name"),
+        model=optional_text(record.model, f"{name}.model"),
+        response_id=optional_text(record.response_id, f"{name}.response_id"),
+        request_id=optional_text(record.request_id, f"{name}.request_id"),
+        usage=usage,
+        started_at=optional_time(record.started_at, f"{name}.started_at"),
+        completed_at=time(record.completed_at, f"{name}.completed_at"),
+        latency_ms=None
+        if record.latency_ms is None
+        else duration(record.latency_ms, f"{name}.latency_ms"),
+    )
+
+
+def _timing(timing: ToolTiming, name: str) -> ToolTiming:
+    return ToolTiming(
+        call_id=text(timing.call_id, f"{name}.call_id"),
+        started_at=time(timing.started_at, f"{name}.started_at"),
+        completed_at=time(timing.completed_at, f"{name}.completed_at"),
+        duration_ms=duration(timing.duration_ms, f"{name}.duration_ms"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

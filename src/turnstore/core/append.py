@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOperationError
-from ..model import IN_PROGRESS, Usage
+from ..model import IN_PROGRESS, SessionPatch, Telemetry, Usage
 from ..validate import MAX_INT, MAX_REQUESTS
 from . import statements as S
-from .catalogue import SessionPatch, patch_session
+from .catalogue import patch_session
 from .codec import PreparedItem
 from .lock import Head, lock_session, set_head
 from .ops import Op
@@ -25,7 +25,7 @@ from .plan import Plan, plan_append
 from .reads import find_run
 from .rows import RunRow, usage_params
 from .search_index import INDEX_BATCH, feed_index, index_backlog
-from .telemetry import Telemetry, record_telemetry
+from .telemetry import record_telemetry
 
 __all__ = ["GraftRun", "append", "apply_append", "graft", "insert_item", "parent_head"]
 

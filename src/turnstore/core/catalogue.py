@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ..model import SessionInfo
+from ..model import SessionInfo, SessionPatch
 from . import statements as S
 from .ops import Op
 from .reads import session_info
 
-__all__ = ["SessionPatch", "patch_session", "update_session"]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionPatch:
-    """Catalogue fields to set on a session; None leaves a field as it is.
-
-    ``metadata`` is JSON text (a JSON object), stored as given.
-    """
-
-    user_id: str | None = None
-    title: str | None = None
-    metadata: str | None = None
+__all__ = ["patch_session", "update_session"]
 
 
 def patch_session(session_id: str, patch: SessionPatch, now: Any) -> Op[None]:

@@ -3,50 +3,38 @@ next write."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-from ..model import Usage
+from ..model import Telemetry
 from . import statements as S
 from .ops import Op
 from .rows import usage_params
 
-__all__ = ["ResponseRecord", "Telemetry", "ToolTiming", "record_telemetry"]
+__all__ = ["bind_times", "record_telemetry"]
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseRecord:
-    """One model call seen by ``session.hooks``; times are backend timestamps."""
-
-    agent_name: str | None
-    model: str | None
-    response_id: str | None
-    request_id: str | None
-    usage: Usage
-    started_at: Any
-    completed_at: Any
-    latency_ms: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolTiming:
-    """When one tool call (by the model's ``call_id``) ran, as seen by ``session.hooks``."""
-
-    call_id: str
-    started_at: Any
-    completed_at: Any
-    duration_ms: float
-
-
-@dataclass(slots=True)
-class Telemetry:
-    """What ``session.hooks`` recorded since the session last wrote."""
-
-    responses: list[ResponseRecord] = field(default_factory=list)
-    tools: list[ToolTiming] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.responses or self.tools)
+def bind_times(telemetry: Telemetry, bind: Callable[[datetime], Any]) -> Telemetry:
+    """``telemetry`` (checked: ``validate.telemetry_record``) with its times as the backend
+    binds them (``Backend.bind_time``), which is what ``record_telemetry`` writes."""
+    return Telemetry(
+        [
+            replace(
+                record,
+                started_at=None if record.started_at is None else bind(record.started_at),
+                completed_at=bind(record.completed_at),
+            )
+            for record in telemetry.responses
+        ],
+        [
+            replace(
+                timing, started_at=bind(timing.started_at), completed_at=bind(timing.completed_at)
+            )
+            for timing in telemetry.tools
+        ],
+    )
 
 
 def record_telemetry(session_id: str, run_id: int, telemetry: Telemetry) -> Op[None]:

@@ -8,11 +8,18 @@ from typing import Any
 
 from .. import validate
 from ..core import queries, reads
-from ..core.catalogue import SessionPatch, update_session
+from ..core.catalogue import update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import FIRST_PAGE, PageCursor, SessionInfo, SessionPage, SessionSummary
+from ..model import (
+    FIRST_PAGE,
+    PageCursor,
+    SessionInfo,
+    SessionPage,
+    SessionPatch,
+    SessionSummary,
+)
 from .base import StoreBase, limit_arg
 
 __all__ = ["MAX_SUMMARIES", "CatalogueMixin", "session_patch"]
@@ -154,9 +161,10 @@ class CatalogueMixin(StoreBase):
     async def patch_session(
         self, session_id: str, patch: SessionPatch, *, operation_id: str | None = None
     ) -> SessionInfo:
-        """Like ``update_session``, with fields already checked by ``session_patch``."""
+        """Like ``update_session``, with the fields in a ``SessionPatch`` (checked alike:
+        ``validate.patch_record``)."""
         sid = validate.key(session_id, "session_id")
-        patch = validate.instance(patch, "patch", SessionPatch)
+        patch = validate.patch_record(patch)
         now = self.backend.now()
         return await self._write(
             sid,

@@ -7,12 +7,11 @@ from typing import Any
 
 from .. import validate
 from ..core import append, compaction, history, reads
-from ..core.catalogue import SessionPatch
 from ..core.codec import PreparedItem, prepare_items
 from ..core.once import HEAD
-from ..core.telemetry import Telemetry
+from ..core.telemetry import bind_times
 from ..errors import InvalidOperationError
-from ..model import HistoryTail, Usage
+from ..model import HistoryTail, SessionPatch, Telemetry, Usage
 from .base import NO_LIMIT, StoreBase, limit_arg
 
 __all__ = ["ConversationMixin"]
@@ -49,9 +48,9 @@ class ConversationMixin(StoreBase):
         usage = validate.optional_usage(usage)
         owner = validate.filter_id(owner, "owner")
         if info is not None:
-            info = validate.instance(info, "info", SessionPatch)
+            info = validate.patch_record(info, "info")
         if telemetry is not None:
-            telemetry = validate.instance(telemetry, "telemetry", Telemetry)
+            telemetry = bind_times(validate.telemetry_record(telemetry), self.backend.bind_time)
         batch = prepare_items(items)
         if not batch and usage is None and info is None and not telemetry:
             return None
