@@ -32,13 +32,16 @@ from turnstore import (
     CopySummary,
     InvalidOperationError,
     ReadOnlyError,
+    ResponseRecord,
     SessionNotFoundError,
     Store,
+    Telemetry,
     TurnstoreError,
     Usage,
     copy,
 )
 from turnstore import transfer as transfer_module
+from turnstore.core.spans import SpanRecord
 
 
 @pytest.fixture
@@ -618,3 +621,80 @@ async def test_items_keep_their_order_when_an_older_branch_grows_later(
         summary = await copy(store, target, chunk_items=chunk_items)
         assert summary.copied == 1
         assert await dump(target) == await dump(store)
+
+
+async def newer_rows_in_earlier_runs(store: Store) -> None:
+    """Sessions in which a row of an earlier run is newer than a row of a later run of its
+    table, so that a copy cutting between the runs would number the two the other way round:
+    "calls" (c0's output lands in the next run; c1, after it, is answered in its own run),
+    "owner" (a call credited to its writer's older run, written after the newer run's call),
+    "responses" (a model call recorded for an older run after the newer run's) and "spans"
+    (an older run's span stored after the newer run's)."""
+    await store.add_items(
+        "calls", [user("q0"), call("c0", "t"), call("c1", "t"), output("c1", "1")]
+    )
+    await store.add_items("calls", [user("q1"), output("c0", "0"), assistant("a1")])
+    older = await store.add_items("owner", [user("q0"), assistant("a0")])
+    await store.add_items("owner", [user("q1"), call("k1", "t"), output("k1", "1"), assistant("a")])
+    await store.add_items("owner", [call("k0", "t"), output("k0", "0")], owner=older)
+
+    def model_call(name: str) -> Telemetry:
+        now = datetime.now(timezone.utc)
+        return Telemetry([ResponseRecord(name, "m", name, None, Usage(1, 1, 1, 2), now, now, 1.0)])
+
+    older = await store.add_items("responses", [user("q0"), assistant("a0")])
+    await store.add_items("responses", [user("q1"), assistant("a1")])
+    await store.add_items("responses", [], telemetry=model_call("newer run"))  # the head's
+    await store.move_head("responses", older, to_parent=False)
+    await store.add_items("responses", [], telemetry=model_call("older run"))
+    await store.add_items("responses", [user("q2"), assistant("a2")])
+
+    def span(run_id: int | None, name: str) -> SpanRecord:
+        now = store.backend.now()
+        assert run_id is not None
+        return SpanRecord(run_id, "trace", name, None, "function", name, now, now, 1.0, None, "{}")
+
+    older = await store.add_items("spans", [user("q0"), assistant("a0")])
+    newer = await store.add_items("spans", [user("q1"), assistant("a1")])
+    await store._record_spans("spans", [span(newer, "newer run")])
+    await store._record_spans("spans", [span(older, "older run")])
+
+
+async def orders(store: Store) -> list[list[str | None]]:
+    """What the queries list, oldest first: each session's tool calls and model calls."""
+    return [
+        [c.call_id for s in ("calls", "owner") for c in await store.tool_calls(session_id=s)],
+        [r.agent_name for r in await store.model_responses(session_id="responses")],
+    ]
+
+
+_PAIRS = [
+    pytest.param(
+        source,
+        target,
+        id=f"{source}-{target}",
+        marks=pytest.mark.postgres if "postgres" in (source, target) else (),
+    )
+    for source, target in itertools.product(["sqlite-file", "postgres"], repeat=2)
+]
+
+
+@pytest.mark.parametrize(("source_backend", "copy_backend"), _PAIRS)
+async def test_a_copy_keeps_the_order_of_every_table(
+    tmp_path: Path, source_backend: str, copy_backend: str
+) -> None:
+    """A run a chunk (the smallest): a tool call whose output lands in a later run (issue 26:
+    c0, c1 arrived as c1, c0), or a model call, span or tool call of an older run written after
+    a newer run's, keeps its place in its table's id order (what every query sorts by)."""
+    with ExitStack() as stack:
+        source = stack.enter_context(database_target(source_backend, tmp_path))
+        target = stack.enter_context(database_target(copy_backend, tmp_path))
+        async with Store.open(source) as src:
+            await newer_rows_in_earlier_runs(src)
+            before, listed = await dump(src), await orders(src)
+        assert listed == [["c0", "c1", "k1", "k0"], ["newer run", "older run"]]
+        summary = await copy(source, target, chunk_items=1)
+        assert (summary.copied, summary.failed) == (4, {})
+        async with Store.open(target) as dst:
+            assert await orders(dst) == listed
+            assert await dump(dst) == before

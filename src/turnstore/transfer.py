@@ -251,7 +251,7 @@ class _Copier:
         sid = session.session_id
         metadata = _metadata_text(session.metadata)
         cuts = await self.source.backend.run(
-            functools.partial(transfer.item_order_cuts, sid, runs), write=False
+            functools.partial(transfer.chunk_cuts, sid, runs), write=False
         )
         slices = ranges([run.item_count for run in runs], self.chunk_items, cuts)
         last = len(slices) - 1

@@ -236,7 +236,9 @@ class SessionItemsRow(NamedTuple):
     items: int
 
 
-class RunItemIdsRow(NamedTuple):
+class RunIdsRow(NamedTuple):
+    """The id range of a run's rows in one table."""
+
     run_id: int
     first: int
     last: int
@@ -769,16 +771,27 @@ ITEMS_PER_SESSION = All(
     "SELECT session_id, sum(item_count) AS items FROM runs GROUP BY session_id",
     row=SessionItemsRow,
 )
-# The id range of each run's items: a copy cuts a session into chunks only where every item
-# before the cut is older than every item after it, so the target numbers items in the same
-# order (an item added to an older branch's open run comes after newer runs' items).
-RUN_ITEM_IDS = All(
-    "run_item_ids",
-    """
+# The id range of each run's rows, table by table: a copy cuts a session into chunks only where
+# every row before the cut is older than every row of its table after it, so the target
+# numbers each table's rows in the source's order (an item added to an older branch's open
+# run comes after newer runs' items; so can its model calls, spans and tool calls).
+
+
+def _run_ids(name: str, table: str) -> All[RunIdsRow]:
+    return All(
+        name,
+        f"""
         SELECT run_id, min(id) AS first, max(id) AS last
-        FROM items WHERE session_id = :sid GROUP BY run_id""",
-    row=RunItemIdsRow,
-)
+        FROM {table} WHERE session_id = :sid GROUP BY run_id""",
+        row=RunIdsRow,
+    )
+
+
+RUN_ITEM_IDS = _run_ids("run_item_ids", "items")
+RUN_RESPONSE_IDS = _run_ids("run_response_ids", "model_responses")
+RUN_SPAN_IDS = _run_ids("run_span_ids", "spans")
+# A tool call's by the run whose range writes it (``copy_tool_calls_sql``).
+RUN_TOOL_CALL_IDS = All("run_tool_call_ids", row=RunIdsRow)
 COPY_RUNS = All(
     "copy_runs",
     f"SELECT {RUN_COLUMNS} FROM runs "
@@ -794,19 +807,36 @@ COPY_ITEMS = All(
 )
 
 
-def copy_tool_calls_sql(greatest: str) -> str:
-    """The tool calls a range of runs completes: those whose run and items all lie at or
-    before its last run (an output can land in a later run than its call's), each once."""
-    ready = f"{greatest}(t.run_id, coalesce(c.run_id, 0), coalesce(o.run_id, 0))"
-    return f"""
-        SELECT {columns(ToolCallRow, "t")},
-            c.run_id AS call_item_run, c.position AS call_item_position,
-            o.run_id AS output_item_run, o.position AS output_item_position
+# A tool call is written with the last of its run and its items' runs (an output can land in
+# a later run than its call's): ``core.transfer.written_with`` says the same of a row.
+_CALL_ITEMS = """
         FROM tool_calls t
         LEFT JOIN items c ON c.session_id = :sid AND c.id = t.call_item_id
         LEFT JOIN items o ON o.session_id = :sid AND o.id = t.output_item_id
-        WHERE t.session_id = :sid AND {ready} BETWEEN :first AND :last
+        WHERE t.session_id = :sid"""
+
+
+def _written_with(greatest: str) -> str:
+    return f"{greatest}(t.run_id, coalesce(c.run_id, 0), coalesce(o.run_id, 0))"
+
+
+def copy_tool_calls_sql(greatest: str) -> str:
+    """The tool calls a range of runs completes: those whose run and items all lie at or
+    before its last run, each once."""
+    return f"""
+        SELECT {columns(ToolCallRow, "t")},
+            c.run_id AS call_item_run, c.position AS call_item_position,
+            o.run_id AS output_item_run, o.position AS output_item_position{_CALL_ITEMS}
+          AND {_written_with(greatest)} BETWEEN :first AND :last
         ORDER BY t.id"""
+
+
+def run_tool_call_ids_sql(greatest: str) -> str:
+    """``RUN_TOOL_CALL_IDS``: the id range of the tool calls each run's range writes."""
+    run = _written_with(greatest)
+    return f"""
+        SELECT {run} AS run_id, min(t.id) AS first, max(t.id) AS last{_CALL_ITEMS}
+        GROUP BY {run}"""
 
 
 COPY_TOOL_CALLS = All("copy_tool_calls", row=CopyToolCallRow)

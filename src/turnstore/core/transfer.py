@@ -7,6 +7,8 @@ range of runs at a time (``Chunk``), in the source's id order, so parents come b
 children; ids are new in the target, and every link is mapped: run parents, the head, a
 compaction run's ``prior_run_id`` and ``compacted_by``, each tool call's items (found again by
 their run and position), each model call's and trace span's run, each branch name's fork run.
+Ids keep their order, table by table: a range ends only where every row it writes is older
+than every row of its table a later range writes (``chunk_cuts``).
 """
 
 from __future__ import annotations
@@ -23,19 +25,22 @@ from .search_index import index_backlog
 from .statements import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 
 __all__ = [
+    "Bounds",
     "Chunk",
     "IdMap",
+    "chunk_cuts",
     "database_identity",
-    "item_order_cuts",
     "mapped",
     "match_runs",
     "order_cuts",
     "read_chunk",
     "read_range",
+    "row_bounds",
     "session_items",
     "session_rows",
     "time_binder",
     "write_chunk",
+    "written_with",
 ]
 
 Time = Callable[[Any], Any]
@@ -104,22 +109,58 @@ def session_items() -> Op[dict[str, int]]:
     return {row.session_id: int(row.items or 0) for row in rows}
 
 
-def item_order_cuts(session_id: str, runs: Sequence[RunRow]) -> Op[set[int]]:
-    """The indices of ``runs`` (in id order) where a copy may start a new chunk: every item of
-    the runs before is older than every item of the runs from there on, so writing chunk after
-    chunk numbers the items in the source's order."""
-    bounds = {
-        row.run_id: (row.first, row.last) for row in (yield S.RUN_ITEM_IDS({"sid": session_id}))
-    }
-    return order_cuts(runs, bounds)
+Bounds = Mapping[int, tuple[int, int]]
+"""The first and last id of a table's rows that each run's range writes (by run id; a run
+that writes none is absent)."""
 
 
-def order_cuts(runs: Sequence[RunRow], bounds: Mapping[int, tuple[int, int]]) -> set[int]:
-    """``item_order_cuts`` from each run's first and last item id (``bounds``, by run id; a
-    run without items is absent)."""
+def chunk_cuts(session_id: str, runs: Sequence[RunRow]) -> Op[set[int]]:
+    """The indices of ``runs`` (in id order) where a copy may start a new chunk: in every
+    table, each row the runs before write is older than each row the runs from there on write,
+    so writing chunk after chunk numbers every table's rows in the source's order."""
+    tables = []
+    for statement in (S.RUN_ITEM_IDS, S.RUN_TOOL_CALL_IDS, S.RUN_RESPONSE_IDS, S.RUN_SPAN_IDS):
+        rows = yield statement({"sid": session_id})
+        tables.append({row.run_id: (row.first, row.last) for row in rows})
+    return order_cuts(runs, tables)
+
+
+def row_bounds(chunk: Chunk) -> list[Bounds]:
+    """``chunk``'s ``Bounds``, table by table (what ``chunk_cuts`` reads from a database)."""
+    keyed = (
+        [(item.run_id, item.id) for item in chunk.items],
+        [(written_with(call), call.id) for call in chunk.tool_calls],
+        [(row.run_id, row.id) for row in chunk.responses],
+        [(row.run_id, row.id) for row in chunk.spans],
+    )
+    tables: list[Bounds] = []
+    for rows in keyed:
+        bounds: dict[int, tuple[int, int]] = {}
+        for run_id, row_id in rows:
+            first, last = bounds.get(run_id, (row_id, row_id))
+            bounds[run_id] = (min(first, row_id), max(last, row_id))
+        tables.append(bounds)
+    return tables
+
+
+def written_with(call: CopyToolCallRow) -> int:
+    """The run whose range writes ``call``: the last of its run and its items' runs (an
+    output can land in a later run than its call's), as ``statements.copy_tool_calls_sql``."""
+    return max(call.run_id, call.call_item_run or 0, call.output_item_run or 0)
+
+
+def order_cuts(runs: Sequence[RunRow], tables: Sequence[Bounds]) -> set[int]:
+    """``chunk_cuts`` from the ``Bounds`` of each table."""
+    cuts = set(range(len(runs)))
+    for bounds in tables:
+        cuts &= _order_cuts(runs, bounds)
+    return cuts
+
+
+def _order_cuts(runs: Sequence[RunRow], bounds: Bounds) -> set[int]:
     cuts: set[int] = set()
-    newest = 0  # the newest item before index i
-    oldest: list[float] = [float("inf")] * (len(runs) + 1)  # the oldest item from index i on
+    newest = 0  # the newest row before index i (ids start at 1)
+    oldest: list[float] = [float("inf")] * (len(runs) + 1)  # the oldest row from index i on
     for index in range(len(runs) - 1, -1, -1):
         first = bounds.get(runs[index].id, (float("inf"), 0))[0]
         oldest[index] = min(oldest[index + 1], first)

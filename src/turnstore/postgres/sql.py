@@ -89,6 +89,7 @@ _OWN: dict[Statement, str] = {
         WHERE s.session_id = :sid
         FOR UPDATE OF s""",
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
+    S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("GREATEST"),
     S.PUT_SESSION: S.put_session_sql("CAST(:metadata AS jsonb)"),
     S.ADD_RUN_USAGE: S.add_usage_sql("LEAST", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """

@@ -91,6 +91,7 @@ _OWN: dict[Statement, str] = {
         INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
         ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("max"),
+    S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("max"),
     S.PUT_SESSION: S.put_session_sql(":metadata"),
     S.ADD_RUN_USAGE: S.add_usage_sql("min", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """

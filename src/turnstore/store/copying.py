@@ -62,19 +62,17 @@ async def write_session(
     chunk_items: int,
     on_items: Callable[[int], None] | None = None,
 ) -> None:
-    """A whole session's ``rows`` (run ids in order, parents first; items in id order)
-    written as ``copy`` writes them, about ``chunk_items`` items a transaction, cut only where
-    items keep their order (``core.transfer.order_cuts``); but for the runs ``ids`` maps,
-    which the store holds already (an import that stopped part way: ``match_runs``)."""
+    """A whole session's ``rows`` (run ids in order, parents first; every other table's rows
+    in id order, ids from 1) written as ``copy`` writes them, about ``chunk_items`` items a
+    transaction, cut only where every table's rows keep their order
+    (``core.transfer.order_cuts``); but for the runs ``ids`` maps, which the store holds
+    already (an import that stopped part way: ``match_runs``)."""
     time = time_binder(store.backend.bind_time)
     done = len(ids.runs)
-    bounds: dict[int, tuple[int, int]] = {}
-    for item in rows.items:  # in id order (exchange numbers them so)
-        bounds[item.run_id] = (bounds.get(item.run_id, (item.id, 0))[0], item.id)
     slices = ranges(
         [run.item_count for run in rows.runs[done:]],
         chunk_items,
-        cuts=transfer.order_cuts(rows.runs[done:], bounds),
+        cuts=transfer.order_cuts(rows.runs[done:], transfer.row_bounds(rows)),
     )
     if not slices:  # no runs: the session's row is all there is
         await write_rows(store, session, metadata, None, ids, time, first=not done, last=True)
@@ -88,9 +86,8 @@ async def write_session(
 
 
 def _part(rows: Chunk, start: int, stop: int) -> Chunk:
-    """The rows of ``rows.runs[start:stop]``; a tool call goes with the last of its run and
-    its items' runs (an output can land in a later run than its call), as ``read_chunk``
-    reads a range."""
+    """The rows of ``rows.runs[start:stop]``, as ``read_chunk`` reads a range (a tool call
+    goes with the run ``core.transfer.written_with`` names)."""
     runs = rows.runs[start:stop]
     first, last = runs[0].id, runs[-1].id
 
@@ -100,11 +97,7 @@ def _part(rows: Chunk, start: int, stop: int) -> Chunk:
     return Chunk(
         runs,
         [row for row in rows.items if within(row.run_id)],
-        [
-            call
-            for call in rows.tool_calls
-            if within(max(call.run_id, call.call_item_run or 0, call.output_item_run or 0))
-        ],
+        [call for call in rows.tool_calls if within(transfer.written_with(call))],
         [row for row in rows.responses if within(row.run_id)],
         [row for row in rows.spans if within(row.run_id)],
         [row for row in rows.branch_names if within(row.run_id)],
