@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 
 from richdb import assert_rich, build_rich, dump
-from test_copy import Interrupted, _failing_after, cli, grow_an_older_branch_later
+from test_copy import (
+    Interrupted,
+    _failing_after,
+    cli,
+    grow_an_older_branch_later,
+    newer_rows_in_earlier_runs,
+    orders,
+)
 from turnstore import InvalidOperationError, Store
 from turnstore.exchange import ExactSession, ExportedRun, exact_session
 from turnstore.importers import import_source, merge_session
@@ -150,6 +157,12 @@ HOSTILE_FIELDS = [
         "starts a run of its own",
     ),
     ("an empty branch name", lambda r: r.update(branch_name=" "), "branch name"),
+    ("a tool call's id as text", lambda r: r["tool_calls"][0].update(id="1"), "id must be an int"),
+    (
+        "a negative model call id",
+        lambda r: r["model_responses"][0].update(id=-1),
+        "id must be an int",
+    ),
 ]
 
 
@@ -334,3 +347,38 @@ async def test_an_import_keeps_item_order_when_an_older_branch_grew_later(
     async with Store.open(":memory:") as target:
         await merge_session(target, session, chunk_items=chunk_items)
         assert await dump(target) == await dump(store)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+@pytest.mark.parametrize("chunk_items", [1, 2000])
+async def test_an_import_keeps_the_order_of_every_table(
+    store: Store, tmp_path: Path, fmt: str, chunk_items: int
+) -> None:
+    """As copy does (test_copy's test of the same name): a tool call, model call or span of an
+    older run written after a newer run's keeps its place in its table's id order, whatever
+    the chunks; the export carries each one's id in the source, which says that order."""
+    await newer_rows_in_earlier_runs(store)
+    async with Store.open(":memory:") as target:
+        for sid in ("calls", "owner", "responses", "spans"):
+            path = tmp_path / f"{sid}.{fmt}"
+            path.write_text(await store.export(sid, fmt, all_branches=True), encoding="utf-8")
+            session = await ExportSource(str(path), fmt).load(sid)
+            assert session.exact is not None
+            await merge_session(target, session, chunk_items=chunk_items)
+        assert await orders(target) == await orders(store)
+        assert await dump(target) == await dump(store)
+
+
+async def test_an_export_without_ids_of_model_calls_and_spans_still_imports_exactly(
+    rich_export: dict[str, Any],
+) -> None:
+    """Exports written before model calls and spans carried their ids: they keep the export's
+    order, run by run (the order of a session whose runs wrote them in run order)."""
+    document = _document(rich_export, "runner")
+    for run in document["runs"]:
+        for row in run["model_responses"] + run["spans"]:
+            del row["id"]
+    exact = _exact(document)
+    assert [row.agent_name for row in exact.chunk.responses] == [
+        row["agent_name"] for run in document["runs"] for row in run["model_responses"]
+    ]

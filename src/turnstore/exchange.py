@@ -13,9 +13,12 @@ null), so a column the copy gains is exported and imported with it. Each run of 
 - ``tool_calls``: every column of the tool call, and where its items are: ``call_item_run``,
   ``call_item_position``, ``output_item_run``, ``output_item_position`` (a run id of the export
   and a position in it; null: no such item);
-- ``model_responses`` and ``spans``: every column but ``id``, ``session_id`` and ``run_id``
-  (their run is the one they sit in); a span's ``data`` is its JSON text as stored;
+- ``model_responses`` and ``spans``: every column but ``session_id`` and ``run_id`` (their
+  run is the one they sit in); a span's ``data`` is its JSON text as stored;
 - ``branch_name``: the name given to the branch this run forks (null: none).
+
+A tool call's, model call's or span's ``id`` is the source's: it is read back for the rows'
+order in their table alone (as an item's time is); an export without them keeps its order.
 
 ``exact_session`` reads them back into the rows the copy's writer writes (run ids are the
 runs' places in the export, 0 first); a value the database would not store exactly (a wrong
@@ -54,7 +57,7 @@ __all__ = ["ExactSession", "ExportedRun", "RunRows", "exact_session", "rows_by_r
 R = TypeVar("R")
 
 # What a nested row's place says: it is left out of the export, and not read back.
-_PLACE = ("id", "session_id", "run_id")
+_PLACE = ("session_id", "run_id")
 # The columns of a tool call that name items by their place.
 _ITEM_RUNS = ("call_item_run", "output_item_run")
 _USAGE = tuple(f.name for f in dataclasses.fields(Usage))
@@ -262,45 +265,59 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
                 for name in _ITEM_RUNS
             }
             calls.append(
-                _row(
-                    CopyToolCallRow,
-                    call,
-                    f"{what}'s tool call {n}",
-                    id=0,
-                    session_id=session_id,
-                    run_id=place,
-                    **places_of,
+                _placed(
+                    CopyToolCallRow, call, f"{what}'s tool call {n}", session_id, place, **places_of
                 )
             )
-        for n, response in enumerate(_list(record, "model_responses", what)):
-            responses.append(
-                _row(
-                    ModelResponseRow,
-                    response,
-                    f"{what}'s model response {n}",
-                    id=0,
-                    session_id=session_id,
-                    run_id=place,
-                )
-            )
-        for n, span in enumerate(_list(record, "spans", what)):
-            spans.append(
-                _row(SpanRow, span, f"{what}'s span {n}", id=0, session_id=session_id, run_id=place)
-            )
+        responses.extend(
+            _placed(ModelResponseRow, response, f"{what}'s model response {n}", session_id, place)
+            for n, response in enumerate(_list(record, "model_responses", what))
+        )
+        spans.extend(
+            _placed(SpanRow, span, f"{what}'s span {n}", session_id, place)
+            for n, span in enumerate(_list(record, "spans", what))
+        )
         name = record.get("branch_name")
         if name is not None:
             names.append(BranchNameRow(place, validate.branch_name(name)))
-    chunk = Chunk(rows, _numbered(items), calls, responses, spans, names)
+    chunk = Chunk(
+        rows,
+        _numbered(items, lambda item: item.created_at),
+        _numbered(calls, _source_id),
+        _numbered(responses, _source_id),
+        _numbered(spans, _source_id),
+        names,
+    )
     return ExactSession(catalogue, metadata, chunk, dropped)
 
 
-def _numbered(items: list[CopyItemRow]) -> list[CopyItemRow]:
-    """``items`` (in run and position order) in the order the source numbered them, each
-    with its number as its id. An export holds no item ids but each item's time: an item
-    added to an older branch after newer runs is newer than their items, and a store writes
-    items in time order (ties: those of one write, in run and position order)."""
-    ordered = sorted(items, key=lambda item: item.created_at)  # stable: ties keep their order
-    return [item._replace(id=number) for number, item in enumerate(ordered, 1)]
+def _placed(
+    row_type: type[R], record: Any, what: str, session_id: str, place: int, **given: Any
+) -> R:
+    """A ``row_type`` of a run's ``record`` (a tool call, model call or span) in the run at
+    ``place``; its id is the one it had in the source, which says its order in its table (-1:
+    none; an export written before model calls and spans carried theirs holds none of them)."""
+    value = record.get("id") if isinstance(record, Mapping) else None
+    order = -1 if value is None else validate.count(value, f"{what}: id")
+    return _row(row_type, record, what, id=order, session_id=session_id, run_id=place, **given)
+
+
+def _source_id(row: CopyToolCallRow | ModelResponseRow | SpanRow) -> int:
+    return row.id
+
+
+N = TypeVar("N", CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow)
+
+
+def _numbered(rows: list[N], order: Callable[[N], Any]) -> list[N]:
+    """``rows`` (in run order) in the order the source numbered them, each with its number as
+    its id (from 1). The source's order is ``order`` of each row: an export holds each item's
+    time, not its id (an item added to an older branch after newer runs is newer than their
+    items, and a store writes items in time order; ties: those of one write, in run and
+    position order); a tool call, model call or span carries its id in the source (those of
+    an export that carries none keep its order, run by run)."""
+    ordered = sorted(rows, key=order)  # stable: ties keep their order
+    return [row._replace(id=number) for number, row in enumerate(ordered, 1)]
 
 
 def _list(record: Mapping[str, Any], name: str, what: str) -> list[Any]:
