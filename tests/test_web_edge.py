@@ -483,6 +483,40 @@ def test_writes_from_another_origin_are_refused(viewer: Viewer) -> None:
     assert after.head_run_id != head.head_run_id
 
 
+def test_writes_without_the_token_are_refused(viewer: Viewer) -> None:
+    """Every form posted from the viewer's own origin (or with no Origin, as a client that
+    sends none), each valid but for its token: without one, with an empty one or a wrong
+    one, it is a 403 and nothing changes."""
+    run = str(viewer.run_ids[0])
+    asyncio.run(viewer.store.name_branch("alpha", viewer.run_ids[0], "tokyo"))
+    writes = {  # in an order in which each, with its token, is written
+        "/switch-branch/alpha": {"name": "tokyo"},
+        "/checkout/alpha": {"run": run},
+        "/name-branch/alpha": {"run": run, "name": "renamed"},
+    }
+    routes = {route.path for route in viewer.app.routes if "POST" in getattr(route, "methods", ())}
+    assert routes == {"/checkout/{session_id:path}", "/name-branch/{session_id:path}",
+                      "/switch-branch/{session_id:path}"}  # fmt: skip
+    before = asyncio.run(snapshot(viewer.store))
+    for path, form in writes.items():
+        for token in (None, "", "x", viewer.token[:-1]):
+            for headers in ({"origin": BASE}, {}):
+                data = form if token is None else {**form, "token": token}
+                response = viewer.client.post(
+                    path, data=data, headers=headers, follow_redirects=False
+                )
+                assert response.status_code == 403, (path, token, headers)
+                assert "did not come from this viewer" in response.text
+    assert asyncio.run(snapshot(viewer.store)) == before
+    # The same forms with the token are written.
+    for path, form in writes.items():
+        response = viewer.client.post(
+            path, data={**form, "token": viewer.token}, follow_redirects=False
+        )
+        assert response.status_code == 303, (path, response.text)
+    assert asyncio.run(snapshot(viewer.store)) != before
+
+
 # ---------------------------------------------------------------------------------------------
 # A real server on ::1
 
