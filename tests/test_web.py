@@ -23,9 +23,11 @@ from turnstore import (
     InvalidOperationError,
     NotFoundError,
     RunNotFoundError,
+    SearchResult,
     SessionNotFoundError,
     Store,
 )
+from turnstore.core.search import SNIPPET_MARKS
 from turnstore.web import _hosts_for, create_app
 from webdata import (
     HOSTILE_ANSWER,
@@ -33,8 +35,11 @@ from webdata import (
     HOSTILE_OUTPUT,
     HOSTILE_QUESTION,
     LONG_TURNS,
+    MARKUP,
+    MARKUP_WORD,
     Ids,
     build,
+    build_markup,
 )
 
 BASE = "http://127.0.0.1"
@@ -329,6 +334,86 @@ def test_hostile_content_is_escaped(client: TestClient, ids: Ids) -> None:
     search = client.get("/sessions?q=says").text
     assert "<script>window" not in search
     assert "<mark>says</mark>" in search
+
+
+class _Elements(HTMLParser):
+    """Every element a page makes: (tag, attributes), and the text of each search snippet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.snippets: list[str] = []
+        self._in_snippet = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        self.elements.append((tag, values))
+        if tag == "td" and values.get("class") == "snippet":
+            self._in_snippet = 1
+            self.snippets.append("")
+        elif self._in_snippet:
+            self._in_snippet += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._in_snippet:
+            self._in_snippet -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_snippet:
+            self.snippets[-1] += data
+
+
+def elements(body: str) -> _Elements:
+    parser = _Elements()
+    parser.feed(body)
+    return parser
+
+
+def no_stored_markup(page: _Elements) -> None:
+    """Only the viewer's own elements: none of those stored markup would make, no event
+    handler attribute, no javascript: URL, no script but the viewer's."""
+    tags = {tag for tag, _ in page.elements}
+    assert not tags & {"img", "svg", "iframe", "math", "style", "object", "embed"}, tags
+    for tag, attrs in page.elements:
+        assert not [name for name in attrs if name.startswith("on")], (tag, attrs)
+        assert "autofocus" not in attrs, (tag, attrs)
+        urls = [attrs.get(name, "") for name in ("href", "src", "action")]
+        assert not [url for url in urls if "javascript:" in url.lower()], (tag, attrs)
+        if tag == "script":
+            assert attrs["src"] == "/static/app.js", attrs
+
+
+def test_search_snippets_are_text(cli_target: str) -> None:
+    """A snippet holding markup (PostgreSQL's ts_headline keeps <img onerror> and <svg onload>)
+    is shown as the text the store returned: no element, handler or javascript: URL of it."""
+    asyncio.run(build_markup(cli_target))
+
+    async def snippets(query: str) -> list[str]:
+        async with Store.open(cli_target) as store:
+            return [hit.snippet for hit in await store.search(query, limit=30)]
+
+    with TestClient(create_app(cli_target), base_url=BASE) as viewer:
+        for query in (MARKUP_WORD, "pwned", "onerror"):
+            response = viewer.get(f"/sessions?q={query}")
+            assert response.status_code == 200
+            page = elements(response.text)
+            no_stored_markup(page)
+            assert page.snippets == asyncio.run(snippets(query)), query
+            if query == MARKUP_WORD:  # a message and its answer in every session
+                assert len(page.snippets) == 2 * len(MARKUP)
+
+    # The store's snippets are text (what a page escapes): the backends' marks taken out,
+    # the matches the word searched for and nothing else, whatever markup a snippet keeps.
+    async def hits() -> list[SearchResult]:
+        async with Store.open(cli_target) as store:
+            return await store.search(MARKUP_WORD, limit=30)
+
+    found = asyncio.run(hits())
+    assert len(found) == 2 * len(MARKUP)
+    for hit in found:
+        assert not set(SNIPPET_MARKS) & set(hit.snippet), hit.snippet
+        assert {hit.snippet[a:b] for a, b in hit.matches} == {MARKUP_WORD}, hit.snippet
+        assert "".join(piece for piece, _ in hit.pieces()) == hit.snippet
 
 
 def test_security_headers(client: TestClient) -> None:

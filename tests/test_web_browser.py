@@ -27,6 +27,7 @@ import uvicorn
 
 from builders import run_in_new_loop
 from conftest import database_target, require_module, unavailable
+from turnstore import Store
 from turnstore.web import create_app
 from webdata import (
     FORKED_ID,
@@ -35,10 +36,13 @@ from webdata import (
     HOSTILE_OUTPUT,
     IMG,
     LONG_TURNS,
+    MARKUP,
+    MARKUP_WORD,
     Forked,
     Ids,
     build,
     build_forked,
+    build_markup,
 )
 
 # One launch configuration serves these tests and the viewer's benchmark.
@@ -205,6 +209,44 @@ def test_stored_markup_is_text_and_never_runs(page: Any, viewer: tuple[str, Ids]
     _screenshot(page, "web-hostile-tools.png")
     assert watch.dialogs == []
     assert page.evaluate("typeof window.__pwned") == "undefined"
+
+
+# Elements stored markup would make (see webdata.MARKUP), were it ever put in as HTML.
+MADE_BY_MARKUP = (
+    "main img, main svg, main iframe, main math, main style, main [onerror], main [onload],"
+    " main [onfocus], main [autofocus], main a[href^='javascript' i]"
+)
+
+
+def test_search_snippets_make_no_element(page: Any, new_target: Callable[[], str]) -> None:
+    """Snippets holding markup (PostgreSQL's ts_headline keeps <img onerror>) show as the
+    text the store returned, and make no element; nor do the conversations they are from."""
+    db = new_target()
+
+    async def build_and_search() -> dict[str, list[str]]:
+        await build_markup(db)
+        async with Store.open(db) as store:
+            return {
+                query: [" ".join(hit.snippet.split()) for hit in await store.search(query)]
+                for query in (MARKUP_WORD, "pwned", "onerror")
+            }
+
+    snippets = run_in_new_loop(build_and_search)
+    assert len(snippets[MARKUP_WORD]) == 2 * len(MARKUP)
+    watch = Watch(page)
+    with live_viewer(db) as base:
+        for query, expected in snippets.items():
+            page.goto(f"{base}/sessions?q={query}")
+            shown = page.locator("td.snippet").all_inner_texts()
+            assert [" ".join(text.split()) for text in shown] == expected, query
+            assert page.locator(MADE_BY_MARKUP).count() == 0, query
+        for n in range(len(MARKUP)):
+            page.goto(f"{base}/sessions/markup-{n}")
+            assert MARKUP[n] in page.locator(".runs").inner_text()
+            assert page.locator(MADE_BY_MARKUP).count() == 0, MARKUP[n]
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert watch.dialogs == []
+    assert watch.errors == [], watch.errors
 
 
 def test_earlier_turns_load_in_place(page: Any, viewer: tuple[str, Ids]) -> None:

@@ -158,3 +158,28 @@ async def build_forked(db: str) -> Forked:
         )
         edited = await store.fork(FORKED_ID, ids[2], "Question 2, edited?")
     return Forked(first_leaf=ids[-1], edited_leaf=edited.id)
+
+
+# Markup a search snippet may hold: each would make an element, run script or break out of an
+# attribute if a page ever put a snippet in as HTML. PostgreSQL's ts_headline keeps some tags
+# (<img>, <svg>) and drops others; SQLite's snippet() keeps all.
+MARKUP = [
+    '<img src=x onerror="window.__pwned = 1; alert(1)">',
+    "<svg onload=\"window.__pwned = 2; alert(2)\"><circle r='9'/></svg>",
+    '<a href="javascript:window.__pwned = 3; alert(3)">click me</a>',
+    '"><img src=x onerror=window.__pwned=4;alert(4)>',
+    "' autofocus onfocus='window.__pwned = 5' x='",
+    "<script>window.__pwned = 6; alert(6)</script>",
+    '<iframe srcdoc="<script>parent.__pwned = 7</script>"></iframe>',
+    "<math><mtext><table><mglyph><style><img src=x onerror=alert(8)>",
+]
+MARKUP_WORD = "zebra"  # in every message of the markup sessions, so that a search finds all
+
+
+async def build_markup(db: str) -> None:
+    """Write a session per ``MARKUP`` into the database ``db`` names: the markup between two
+    ``MARKUP_WORD``s, asked and answered."""
+    async with Store.open(db) as store:
+        for n, markup in enumerate(MARKUP):
+            text = f"{MARKUP_WORD} {markup} {MARKUP_WORD} pwned"
+            await store.add_items(f"markup-{n}", [user(text), assistant(f"You said: {text}")])
