@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from builders import assistant, call, output, user
 from conftest import POSTGRES_URL, _drop_schema, require_postgres, sql
+from test_spans import record
 from test_tree import converse, history, path, run_items, snapshot
 from turnstore import (
     ConflictError,
@@ -374,6 +375,34 @@ async def test_long_values_from_items_are_stored_and_found(store: Store) -> None
     assert await sql(store, "SELECT count(*) FROM tool_calls") == [(0,)]
 
 
+async def test_long_values_of_every_indexed_text_column_are_stored_and_found(
+    store: Store,
+) -> None:
+    """Each text column a PostgreSQL B-tree indexes, at 10 kB (or at its documented limit) of
+    4-byte characters, random so that nothing compresses them: the write succeeds and reads
+    back exactly. A span kind over ~2.7 kB failed its whole batch of spans on PostgreSQL."""
+    emoji = [chr(code) for code in range(0x1F600, 0x1F650)]
+    long = "".join(random.Random(12).choices(emoji, k=2500))  # 10 kB
+    key = long[:256]  # 1,024 bytes: session_id and user_id are limited (MAX_KEY_BYTES)
+    session = StructuredSession(key, store, user_id=key, title=long)
+    await session.add_items([user("go"), call(long, long), output(long, "ok")])
+    [run] = await store.runs(key)
+    branch = await store.name_branch(key, run.id, long[:200])  # the longest branch name
+    batch = [
+        record(store, run.id, n, kind=long if n == 7 else "custom", name=long) for n in range(17)
+    ]
+    await store._record_spans(key, batch)
+
+    spans = await store.spans(session_id=key)
+    assert len(spans) == 17
+    assert (spans[7].kind, spans[7].name) == (long, long)
+    assert [span.span_id for span in await store.slowest_spans(kind=long)] == ["span_7"]
+    assert [(s.session_id, s.user_id) for s in await store.sessions(user_id=key)] == [(key, key)]
+    assert branch.name == long[:200]
+    [tool_call] = await store.tool_calls(tool_name=long)
+    assert (tool_call.call_id, tool_call.tool_name, tool_call.output) == (long, long, "ok")
+
+
 KEY_LIMIT = 1024  # bytes of UTF-8: documented in README and docs/reliability.md
 
 
@@ -408,7 +437,7 @@ def _patch(**fields: Any) -> Any:
 
 
 @pytest.mark.postgres
-async def test_postgres_lookups_by_call_id_and_tool_name_use_the_prefix_indexes() -> None:
+async def test_postgres_lookups_by_call_id_tool_name_and_span_kind_use_the_prefix_indexes() -> None:
     require_postgres()
     schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
@@ -446,6 +475,7 @@ async def _check_plans(store: Store) -> None:
             },
             "tool_calls_tool",
         ),
+        S.SLOWEST_SPANS_BY_ALL: ({"kind": "function", "limit": 10}, "spans_kind_duration"),
     }
     for name, (params, index) in lookups.items():
 

@@ -741,13 +741,19 @@ SLOWEST_SPANS_BY_SESSION = All(
     ),
     row=SpanRow,
 )
-SLOWEST_SPANS_BY_ALL = All(
-    "slowest_spans_by_all",
-    _SPANS.format(
-        condition=f"duration_ms IS NOT NULL AND {_SPAN_FILTER}", order="duration_ms DESC, id DESC"
-    ),
-    row=SpanRow,
-)
+# Through spans_kind_duration when a kind is given, which each dialect names as its index
+# holds it (PostgreSQL: a prefix).
+SLOWEST_SPANS_BY_ALL = All("slowest_spans_by_all", row=SpanRow)
+
+
+def slowest_spans_sql(kind_is: str) -> str:
+    """``SLOWEST_SPANS_BY_ALL`` in a dialect, ``kind_is`` being how it matches ``:kind``."""
+    return _SPANS.format(
+        condition=f"duration_ms IS NOT NULL AND (CAST(:kind AS TEXT) IS NULL OR {kind_is})",
+        order="duration_ms DESC, id DESC",
+    )
+
+
 ERROR_SPANS_BY_SESSION = All(
     "error_spans_by_session",
     _SPANS.format(

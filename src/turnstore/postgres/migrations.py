@@ -316,4 +316,13 @@ MIGRATIONS: list[list[str]] = [
             FOREIGN KEY (session_id, run_id) REFERENCES runs (session_id, id) ON DELETE CASCADE
         )""",
     ],
+    # 11: a span's kind comes from the SDK's span data, of any length, and one over ~2.7 kB
+    # failed its whole batch (as a tool name did before step 5): indexed by a prefix
+    # (sql._KIND_IS), as tool names are. The other B-tree indexes over text hold session_id,
+    # user_id and branch names, which are limited (validate.MAX_KEY_BYTES, MAX_BRANCH_NAME),
+    # and the prefixes of step 5. PostgreSQL only: SQLite's index entries have no such limit.
+    [
+        "DROP INDEX spans_kind_duration",
+        "CREATE INDEX spans_kind_duration ON spans (left(kind, 256), duration_ms)",
+    ],
 ]

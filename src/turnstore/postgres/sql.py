@@ -25,9 +25,11 @@ CAPABILITIES = Capability.NONE
 # The text search configuration of items.search_vector, made by migration 7: searches use it too.
 TS_CONFIG = "turnstore_english"
 
-# Lookups by call_id and tool name, through the prefix indexes of migration 5.
+# Lookups by call_id and tool name, through the prefix indexes of migration 5, and by a span's
+# kind, through that of migration 11.
 _CALL_ID_IS = "left(call_id, 256) = left(:call_id, 256) AND call_id = :call_id"
 _TOOL_NAME_IS = "left(tool_name, 256) = left(:tool_name, 256) AND tool_name = :tool_name"
+_KIND_IS = "left(kind, 256) = left(:kind, 256) AND kind = :kind"
 
 # The active path, walked from the head up through parent_id (see sqlite/sql.py for why):
 # each step is one primary-key lookup, and every step names the session so that it stays on
@@ -360,6 +362,7 @@ _SEARCH = f"""
         ORDER BY {{outer_order}}"""
 
 _QUERIES: dict[Statement, str] = {
+    S.SLOWEST_SPANS_BY_ALL: S.slowest_spans_sql(_KIND_IS),
     **{
         statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
         for statement, order, user in (

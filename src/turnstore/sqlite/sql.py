@@ -350,6 +350,7 @@ _SEARCH = """
         LIMIT :limit"""
 
 _QUERIES: dict[Statement, str] = {
+    S.SLOWEST_SPANS_BY_ALL: S.slowest_spans_sql("kind = :kind"),
     **{
         statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
         for statement, order, user in (
