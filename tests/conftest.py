@@ -13,6 +13,7 @@ server the Postgres cases skip locally; under ``CI=true`` they fail instead.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import inspect
 import os
@@ -22,10 +23,11 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from schemapool import SchemaPool
+from schemapool import SchemaPool, fingerprint
 from sqlscope import uncolocated
 from turnstore import Store
 
@@ -240,6 +242,48 @@ def target_exists(target: str) -> bool:
     with psycopg.connect(POSTGRES_URL) as conn:
         row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
     return row is not None
+
+
+def target_state(target: str) -> object:
+    """What a read must leave as it found it: the SQLite file's bytes, or the PostgreSQL
+    schema's catalogue (its version included) and every row of every table. Read without
+    turnstore, which could migrate an old schema."""
+    if "://" not in target:
+        return hashlib.sha256(Path(target).read_bytes()).hexdigest()
+    import psycopg
+
+    schema = target.rsplit("schema=", 1)[1]
+    with psycopg.connect(POSTGRES_URL) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        listing = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename"
+        tables = [name for (name,) in conn.execute(listing, [schema]).fetchall()]
+        rows = {
+            t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"').fetchall())) for t in tables
+        }
+        return fingerprint(conn, schema), rows
+
+
+@contextmanager
+def reader_target(target: str) -> Iterator[str]:
+    """The PostgreSQL ``target`` reached as a role of its own that may read its schema and do
+    nothing else: what the user ``nobody`` is to a read-only SQLite file, so that whatever
+    works through it is shown to write nothing. The role is dropped afterwards."""
+    import psycopg
+
+    role = f"t_reader_{uuid.uuid4().hex[:12]}"
+    schema = target.rsplit("schema=", 1)[1]
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'reader'")
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        parts = urlsplit(target)
+        server = parts.netloc.rsplit("@", 1)[-1]
+        yield urlunsplit(parts._replace(netloc=f"{role}:reader@{server}"))
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')  # its grants
+            admin.execute(f'DROP ROLE "{role}"')
 
 
 # What a command says of a target where no database is: no file, or a schema without tables.

@@ -4,7 +4,8 @@
 Read-only is a conformance test (every backend); the file-level checks are SQLite's. The
 suite runs as root, whom file permissions do not stop: the read-only directory and file
 checks therefore run in a child process that drops to the user ``nobody`` first (skipped
-where that user does not exist; as a non-root user, plain permissions already apply).
+where that user does not exist; as a non-root user, plain permissions already apply). On
+PostgreSQL the same checks read through a role that may only read the schema (``unwritable``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builders import assistant, user
-from conftest import sql
+from conftest import reader_target, sql, target_state
 from turnstore import (
     ConfigurationError,
     ConnectionFailedError,
@@ -284,13 +286,20 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
-def _run_as_nobody(path: Path, script: str = _READER) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` on ``path`` in a child process, as ``nobody`` when this one is root."""
-    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
-    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+def _reader_ids(target: str | Path) -> list[str]:
+    """The uid and gid a child process reading ``target`` drops to: ``nobody``'s for a file
+    when this process is root (whom file permissions do not stop); none for a PostgreSQL URL,
+    where the role it names is what may only read (``conftest.reader_target``)."""
+    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 and "://" not in str(target) else None
+    return [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+
+
+def _run_as_reader(target: str | Path, script: str = _READER) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on ``target`` in a child process, as ``nobody`` for a file when this one
+    is root (see ``_reader_ids``)."""
     src = str(Path(__file__).resolve().parents[1] / "src")
     return subprocess.run(
-        [sys.executable, "-c", script, str(path), *ids],
+        [sys.executable, "-c", script, str(target), *_reader_ids(target)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -299,14 +308,14 @@ def _run_as_nobody(path: Path, script: str = _READER) -> subprocess.CompletedPro
     )
 
 
-def _read_as_nobody(path: Path) -> dict[str, Any]:
-    result = _run_as_nobody(path)
+def _read_as_reader(target: str | Path) -> dict[str, Any]:
+    result = _run_as_reader(target)
     assert result.returncode == 0, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 
 
-def _written(path: Path) -> None:
+def _written(path: str | Path) -> None:
     async def write() -> None:
         store = Store.open(path)
         try:
@@ -317,17 +326,50 @@ def _written(path: Path) -> None:
     asyncio.run(write())
 
 
-@pytest.mark.parametrize("shm", [False, True], ids=["no-shm", "with-shm"])
-def test_read_only_directory_and_file(shared_dir: Path, shm: bool) -> None:
+@contextmanager
+def unwritable(
+    backend: str, fill: Callable[[str], None], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A database ``fill`` wrote that nothing reading it can write, as the target to read it
+    by: a read-only file in a read-only directory, to be read as ``nobody`` (SQLite), or the
+    schema as a role that may only read it (PostgreSQL). On leaving, the database (and the
+    directory) must be as they were."""
+    if backend == "sqlite-file":
+        directory: Path = request.getfixturevalue("shared_dir")
+        path = directory / "c.db"
+        fill(str(path))
+        path.chmod(0o444)
+        directory.chmod(0o555)
+        before: object = sorted(os.listdir(directory)), _files(path)
+        yield str(path)
+        assert (sorted(os.listdir(directory)), _files(path)) == before
+        return
+    target: str = request.getfixturevalue("cli_target")
+    fill(target)
+    with reader_target(target) as reader:
+        before = target_state(target)  # its grants included
+        yield reader
+        assert target_state(target) == before
+
+
+def test_a_read_only_store_where_nothing_can_be_written(
+    target_backend: str, request: pytest.FixtureRequest
+) -> None:
+    # Nothing here can be written: the proof that the reader does not (``unwritable``).
+    with unwritable(target_backend, _written, request) as target:
+        assert _read_as_reader(target) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
+
+
+def test_read_only_directory_and_file_with_a_shm(shared_dir: Path) -> None:
     path = shared_dir / "c.db"
     _written(path)  # closed: no -wal or -shm left
-    if shm:  # a -shm left by a reader, as after a read-only open of a writable directory
-        _read_as_nobody(path)
+    _read_as_reader(
+        path
+    )  # a -shm left by a reader, as after a read-only open of a writable directory
     path.chmod(0o444)
     shared_dir.chmod(0o555)
     before = sorted(os.listdir(shared_dir)), _files(path)
-    # Without privileges, nothing here can be written: the proof that the reader does not.
-    assert _read_as_nobody(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
+    assert _read_as_reader(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
     assert (sorted(os.listdir(shared_dir)), _files(path)) == before
 
 
@@ -337,7 +379,7 @@ def test_read_only_file_in_a_writable_directory(shared_dir: Path) -> None:
     path.chmod(0o444)
     shared_dir.chmod(0o777)  # SQLite may create the -shm and -wal a WAL reader needs
     digest = _files(path)["c.db"]
-    assert _read_as_nobody(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
+    assert _read_as_reader(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
     assert _files(path)["c.db"] == digest
     assert not Path(f"{path}-wal").stat().st_size
 
@@ -362,7 +404,7 @@ def test_unreadable_write_ahead_log_is_refused_not_ignored(shared_dir: Path) -> 
     link = shared_dir / "link.db"  # SQLite keeps the -wal beside the file a link names
     link.symlink_to(copy / "c.db")
     for opened in (copy / "c.db", link):
-        result = _run_as_nobody(opened)
+        result = _run_as_reader(opened)
         assert result.returncode == 1, result.stdout
         assert "ConnectionFailedError: cannot open" in result.stderr
     copy.chmod(0o755)
@@ -401,41 +443,41 @@ CLI_READS = [
     ["export", "s"],
     ["export", "s", "-f", "markdown"],
     ["sessions", "--json"],
+    ["query", "SELECT count(*) AS runs FROM runs"],
 ]
 
 
-def _cli_as_nobody(warm: Path, path: Path, commands: list[list[str]]) -> list[list[Any]]:
-    """Each command's [exit code, stdout, stderr] on ``path``, run as ``nobody`` when this
-    process is root (after a first run of each on the writable ``warm``, as root)."""
-    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 else None
-    ids = [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
+def _cli_as_reader(warm: Path, target: str | Path, commands: list[list[str]]) -> list[list[Any]]:
+    """Each command's [exit code, stdout, stderr] on ``target``, run as ``nobody`` for a file
+    when this process is root (see ``_reader_ids``), after a first run of each on the
+    writable ``warm``."""
     result = subprocess.run(
-        [sys.executable, "-c", _CLI_READER, str(warm), str(path), json.dumps(commands), *ids],
+        [sys.executable, "-c", _CLI_READER, str(warm), str(target), json.dumps(commands),
+         *_reader_ids(target)],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "COLUMNS": "200"},
         check=False,
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     outcomes: list[list[Any]] = json.loads(result.stdout)
     return outcomes
 
 
-def test_cli_read_commands_on_a_read_only_directory(shared_dir: Path, tmp_path: Path) -> None:
+def test_cli_read_commands_on_a_database_they_cannot_write(
+    target_backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every read command works where nothing can be written (a read-only directory, a role
+    that may only read), and leaves the database as it was."""
     warm = tmp_path / "warm.db"
-    path = shared_dir / "c.db"
     _written(warm)
-    _written(path)
-    path.chmod(0o444)
-    shared_dir.chmod(0o555)
-    before = sorted(os.listdir(shared_dir)), _files(path)
-    outcomes = _cli_as_nobody(warm, path, CLI_READS)
+    with unwritable(target_backend, _written, request) as target:
+        outcomes = _cli_as_reader(warm, target, CLI_READS)
     for args, (code, out, err) in zip(CLI_READS, outcomes, strict=True):
         assert code == 0, (args, out, err)
         assert out.strip(), args
     assert "zebra" in outcomes[CLI_READS.index(["search", "zebra"])][1]
-    assert (sorted(os.listdir(shared_dir)), _files(path)) == before
 
 
 @pytest.mark.parametrize("shm", [False, True], ids=["no-shm", "with-shm"])
@@ -458,10 +500,10 @@ def test_an_import_into_a_file_it_cannot_write_fails(
     path.chmod(0o444)
     if shm:  # a -shm and -wal left by a reader, as a writable directory lets it
         shared_dir.chmod(0o777)
-        _read_as_nobody(path)
+        _read_as_reader(path)
     shared_dir.chmod(0o555)
     before = _files(path)
-    [[code, out, err]] = _cli_as_nobody(warm, path, [["import", str(exported)]])
+    [[code, out, err]] = _cli_as_reader(warm, path, [["import", str(exported)]])
     assert code == 1, out
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: {path} cannot be written here"), line
@@ -470,25 +512,30 @@ def test_an_import_into_a_file_it_cannot_write_fails(
 
 
 def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, cli_target: str, target_backend: str
 ) -> None:
     from typer.testing import CliRunner
 
     from turnstore.cli import app
 
-    path = tmp_path / "old.db"
-    _old_database(monkeypatch, "sqlite-file", str(path), {})
-    digest = _files(path)["old.db"]
+    _old_database(monkeypatch, target_backend, cli_target, {})
+    before = target_state(cli_target)
+    # SQLite's file names no credentials: the command to run is given whole.
+    migrate = {
+        "sqlite-file": f"turnstore migrate --db {cli_target}",
+        "postgres": "run `turnstore migrate` with write access",
+    }[target_backend]
     runner = CliRunner()
     for args in CLI_READS:
-        result = runner.invoke(app, [*args, "--db", str(path)])
+        result = runner.invoke(app, [*args, "--db", cli_target])
         assert result.exit_code == 1, (args, result.output)
         [line] = result.stderr.strip().splitlines()
         assert "too old to read without migrating" in line
-        assert f"turnstore migrate --db {path}" in line
-    assert _files(path)["old.db"] == digest
-    assert runner.invoke(app, ["migrate", "--db", str(path)]).exit_code == 0
-    assert runner.invoke(app, ["sessions", "--db", str(path)]).exit_code == 0
+        assert migrate in line
+    assert target_state(cli_target) == before
+    assert runner.invoke(app, ["migrate", "--db", cli_target]).exit_code == 0
+    assert target_state(cli_target) != before
+    assert runner.invoke(app, ["sessions", "--db", cli_target]).exit_code == 0
 
 
 # ---------------------------------------------------------------------------------------------

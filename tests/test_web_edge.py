@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import re
 import socket
 import subprocess
@@ -31,8 +30,8 @@ from starlette.routing import BaseRoute, Mount
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from conftest import sql
-from test_readonly import _files, _run_as_nobody, shared_dir  # noqa: F401  (a fixture)
+from conftest import sql, target_state
+from test_readonly import _old_database, _run_as_reader, shared_dir, unwritable  # noqa: F401
 from turnstore import Store, Usage
 from turnstore.web import _hosts_for, create_app
 from turnstore.web.params import Page
@@ -582,12 +581,12 @@ def test_serve_refuses_an_allow_host_that_is_not_a_name(tmp_path: Path) -> None:
 # The read-only viewer writes nothing
 
 
-def _with_backlog(path: Path) -> None:
-    """A database whose search index lags (fewer items than a batch): a search that may
-    write feeds it, and so changes the file."""
+def _with_backlog(target: str) -> None:
+    """A database whose SQLite search index lags (fewer items than a batch): a search that
+    may write feeds it, and so changes the file."""
 
     async def write() -> None:
-        store = Store.open(path)
+        store = Store.open(target)
         try:
             await store.add_items("s", [user("where is the zebra"), assistant("by the giraffe")])
         finally:
@@ -596,22 +595,25 @@ def _with_backlog(path: Path) -> None:
     asyncio.run(write())
 
 
-def test_viewer_search_leaves_the_file_unchanged(tmp_path: Path) -> None:
-    path = tmp_path / "c.db"
-    _with_backlog(path)
-    before = _files(path)["c.db"]
-    # Given a path, as `turnstore serve` gives it: the viewer opens the store read-only.
-    with TestClient(create_app(str(path)), base_url=BASE) as client:
+def test_viewer_search_leaves_the_database_unchanged(cli_target: str, target_backend: str) -> None:
+    _with_backlog(cli_target)
+    before = target_state(cli_target)
+    # Given a path or URL, as `turnstore serve` gives it: the viewer opens the store read-only.
+    with TestClient(create_app(cli_target), base_url=BASE) as client:
         found = client.get("/sessions?q=zebra")
         assert found.status_code == 200
-        assert "<mark>zebra</mark>" in found.text  # the unindexed items are still found
+        assert "<mark>zebra</mark>" in found.text  # SQLite's unindexed items are still found
         assert client.get("/sessions/s").status_code == 200
+        assert client.get("/tools").status_code == 200
+        assert client.get("/usage").status_code == 200
         assert client.app.state.store.read_only  # type: ignore[attr-defined]
-    assert _files(path)["c.db"] == before
-    # The writable viewer's search feeds the index: what the read-only one must not do.
-    with TestClient(create_app(str(path), read_only=False), base_url=BASE) as client:
-        assert client.get("/sessions?q=zebra").status_code == 200
-    assert _files(path)["c.db"] != before
+    assert target_state(cli_target) == before
+    if target_backend == "sqlite-file":
+        # The writable viewer's search feeds SQLite's index: what the read-only one must not
+        # (PostgreSQL's index is written with the items).
+        with TestClient(create_app(cli_target, read_only=False), base_url=BASE) as client:
+            assert client.get("/sessions?q=zebra").status_code == 200
+        assert target_state(cli_target) != before
 
 
 _SERVER = textwrap.dedent(
@@ -640,14 +642,13 @@ _SERVER = textwrap.dedent(
 )
 
 
-def test_viewer_serves_a_read_only_file(request: pytest.FixtureRequest) -> None:
-    directory: Path = request.getfixturevalue("shared_dir")  # test_readonly's
-    path = directory / "c.db"
-    _with_backlog(path)
-    path.chmod(0o444)
-    directory.chmod(0o555)  # a read-only mount: not even a -shm can be made
-    before = sorted(os.listdir(directory)), _files(path)
-    result = _run_as_nobody(path, _SERVER)
+def test_viewer_serves_a_database_it_cannot_write(
+    target_backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A read-only mount, not even a -shm can be made, read as ``nobody`` (SQLite); a role
+    that may only read the schema (PostgreSQL): pages and search answer, nothing changes."""
+    with unwritable(target_backend, _with_backlog, request) as target:
+        result = _run_as_reader(target, _SERVER)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "/sessions": 200,
@@ -655,27 +656,22 @@ def test_viewer_serves_a_read_only_file(request: pytest.FixtureRequest) -> None:
         "/sessions/s": 200,
         "found": True,
     }
-    assert (sorted(os.listdir(directory)), _files(path)) == before
 
 
 def test_serve_says_when_the_schema_is_too_old(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli_target: str, target_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from typer.testing import CliRunner
 
     import turnstore.web
     from turnstore.cli import app
-    from turnstore.sqlite import migrations as sqlite_migrations
 
-    db = tmp_path / "old.db"
-    with monkeypatch.context() as patch:
-        patch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:-1])
-        Store.open(db).close()
-    before = _files(db)["old.db"]
+    _old_database(monkeypatch, target_backend, cli_target, {})
+    before = target_state(cli_target)
     served: list[object] = []
     monkeypatch.setattr(turnstore.web, "serve", lambda *args, **kwargs: served.append(args))
-    result = CliRunner().invoke(app, ["serve", "--db", str(db)])
+    result = CliRunner().invoke(app, ["serve", "--db", cli_target])
     assert result.exit_code == 1
     assert "too old to read without migrating" in result.output
     assert not served
-    assert _files(db)["old.db"] == before
+    assert target_state(cli_target) == before
