@@ -13,7 +13,9 @@ the next write transaction through it lose its connection at one point:
     the server runs the first ``INSERT INTO items`` and the connection dies with its reply.
 
 Each arming cuts one connection; ``refuse`` makes it turn every new connection away (the
-server unreachable). Threads are daemons, and ``close`` stops them all.
+server unreachable); ``silence`` makes every connection open through it go quiet both ways
+(a server that stops answering, its host hung) while new ones still pass (a cancel request
+still reaches the server). Threads are daemons, and ``close`` stops them all.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class _Link:
         self.in_write = False  # the transaction began with a plain BEGIN
         self.cut_on_reply: bytes | None = None  # cut when the server's reply holds this
         self.dead = False
+        self.silent = False  # nothing passes either way (but the sockets stay open)
 
     def cut(self) -> None:
         self.dead = True
@@ -55,6 +58,8 @@ class _Link:
                 chunk = self.client.recv(65536)
                 if not chunk:
                     break
+                if self.silent:
+                    continue
                 buffer += chunk
                 out = b""
                 while True:
@@ -114,6 +119,8 @@ class _Link:
                 chunk = self.server.recv(65536)
                 if not chunk:
                     break
+                if self.silent:
+                    continue
                 if self.cut_on_reply is not None and self.cut_on_reply in tail + chunk:
                     self.proxy.fire()
                     self.cut()
@@ -161,6 +168,12 @@ class FaultProxy:
                 return None
             self._armed = None
             return fault
+
+    def silence(self) -> None:
+        """Let nothing more pass on the connections open now, either way."""
+        with self._lock:
+            for link in self._links:
+                link.silent = True
 
     def fire(self) -> None:
         with self._lock:

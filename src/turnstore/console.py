@@ -15,6 +15,12 @@ def main() -> None:
     module = missing("cli")
     if module is not None:  # the console script is installed with the library alone
         sys.exit(f"error: {missing_extra('cli', 'the turnstore command', module)}")
-    from .cli import main as cli_main
+    try:
+        from .cli import main as cli_main
 
-    cli_main()
+        cli_main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command runs (while the CLI loads; a running command says so
+        # itself): the same one line and status, not a traceback of the import.
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)

@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperGroup
 
 from .options import DEFAULT_DB, ENV_DB, DbOption, SchemaOption
-from .output import error_text, json_errors, json_requested
+from .output import error_text, fail, json_errors, json_requested
 
 __all__ = ["app", "main"]
 
@@ -43,6 +43,11 @@ class _Commands(TyperGroup):
             message = getattr(exc, "format_message", exc.__str__)()
             typer.echo(error_text(message, type(exc).__name__), err=True)
             raise typer.Exit(getattr(exc, "exit_code", 2)) from None
+        except KeyboardInterrupt:
+            # Ctrl-C: a command's statement was cancelled on its way out (the store's close
+            # waits for that); one line and the shell's status for SIGINT, not Click's
+            # "Aborted!" and 1.
+            raise fail("interrupted", 130) from None
         except OSError as exc:
             # Printing the output failed (stdout on a full disk, a closed pipe): one line on
             # stderr, as for any error (none for a pipe its reader closed, as `| head` does),

@@ -85,5 +85,3 @@ def run_command(coro: Coroutine[Any, Any, T]) -> T:
         raise  # stdout's reader is gone (`| head`): the root command ends quietly
     except OSError as exc:  # e.g. an --output file that cannot be written
         raise fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None

@@ -45,6 +45,7 @@ __all__ = [
     "Values",
     "finish_write",
     "forked_away",
+    "step",
     "supports",
     "utc",
 ]
@@ -240,6 +241,18 @@ Op = Generator[Query, Any, T]
 DRIVING: ContextVar[Capability] = ContextVar("turnstore_driving")
 """The capabilities of the backend whose driver is running an operation in this context:
 each driver sets it around the operations it drives (``supports`` reads it)."""
+
+
+def step(op: Op[T], result: Any, capabilities: Capability) -> Query:
+    """``op``'s next query, sent ``result``, with ``DRIVING`` set to ``capabilities`` for that
+    step only: a driver that awaits between steps must not hold the variable's token across
+    the await, since a cancelled task's coroutine may be closed in another context, where the
+    token cannot be reset."""
+    token = DRIVING.set(capabilities)
+    try:
+        return op.send(result)
+    finally:
+        DRIVING.reset(token)
 
 
 def supports(capability: Capability) -> bool:

@@ -15,14 +15,13 @@ Each operation runs in one transaction, re-run whole after a transient failure
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -128,7 +127,7 @@ class PostgresBackend:
         self._closed = False
         self._pid = os.getpid()  # a forked child has not our loop thread: see run and close
         self._state = threading.Lock()
-        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # operations on our loop (its thread only)
         self._lock_sql = f"SELECT pg_advisory_xact_lock({_lock_key(schema)})"
         # Set in every transaction (queued with BEGIN: no round trip), never per connection,
         # so that a caller's connections keep their settings and a transaction-pooling proxy
@@ -323,15 +322,20 @@ class PostgresBackend:
         with self._state:
             if self._closed:
                 raise ClosedError("the store is closed")
-            future = self._thread.submit(self._execute(op, write))
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
+            future = self._thread.submit(self._tracked(op, write))
         wrapped = asyncio.wrap_future(future)
         return await (finish_write(wrapped) if write else wrapped)
 
-    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._state:  # close() copies the set from another thread
-            self._pending.discard(future)
+    async def _tracked(self, op: Callable[[], Op[T]], write: bool) -> T:
+        """``_execute`` on our loop, noted until it ends: a read its caller gave up on is
+        cancelled here, and still runs on a while (psycopg cancels its statement on the
+        server, the transaction is rolled back), which ``close`` waits for."""
+        task = cast("asyncio.Task[Any]", asyncio.current_task())  # submitted: run as a task
+        self._tasks.add(task)
+        try:
+            return await self._execute(op, write)
+        finally:
+            self._tasks.discard(task)
 
     async def _execute(self, op: Callable[[], Op[T]], write: bool) -> T:
         try:
@@ -359,15 +363,21 @@ class PostgresBackend:
             if self._closed:
                 return
             self._closed = True
-            pending = list(self._pending)
         thread = self._thread
         if thread is None:
             return  # the caller's pool stays open
-        concurrent.futures.wait(pending)
         try:
-            thread.submit(self._pool.close()).result()
+            thread.submit(self._shut()).result()
         finally:
             thread.stop()
+
+    async def _shut(self) -> None:
+        # Every operation submitted before close is a task by now (the loop takes submissions
+        # in order): each ends before the pool closes, and none is left pending on a stopped
+        # loop, to be closed by the garbage collector with its statement still running.
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+        await self._pool.close()
 
     async def aclose(self) -> None:
         """Like ``close``, without blocking the event loop."""

@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import DRIVING, Fetch, Op, Query
+from ..core.ops import Fetch, Op, Query, step
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
 from .sql import DIALECT
@@ -168,12 +168,11 @@ class Transactions:
 
     @staticmethod
     async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
-        sql = DIALECT.sql
+        sql, capabilities = DIALECT.sql, DIALECT.capabilities
         result: Any = None
-        driving = DRIVING.set(DIALECT.capabilities)
         try:
             while True:
-                query = op.send(result)
+                query = step(op, result, capabilities)
                 if query.raw:
                     result = await _raw(conn, query)
                     continue
@@ -198,8 +197,6 @@ class Transactions:
                     result = result_row(statement, row)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        finally:
-            DRIVING.reset(driving)
 
 
 async def _raw(conn: psycopg.AsyncConnection[Any], query: Query) -> Any:

@@ -77,6 +77,8 @@ class SQLiteBackend:
         """The schema version found at opening (None: no turnstore schema)."""
         self._lock = threading.Lock()
         self._closed = False
+        self._reading: asyncio.Future[Any] | None = None  # the read the worker runs, if any
+        self._reading_lock = threading.Lock()
         self._pid = os.getpid()  # a forked child has no worker thread: see run and close
         self._conn: sqlite3.Connection | None = None
         self._checkpointer: Checkpointer | None = None
@@ -293,25 +295,44 @@ class SQLiteBackend:
             raise ReadOnlyError(f"{self.path} is open read-only: nothing was written")
         if self._pid != os.getpid():  # before the lock, which a parent's thread may have held
             raise forked_away(self._pid)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")
             self._executor.submit(gated, self._serve, future, op, write)
-        return await (finish_write(future) if write else future)
+        if write:
+            return await finish_write(future)
+        future.add_done_callback(self._interrupt)
+        return await future
+
+    def _interrupt(self, future: asyncio.Future[Any]) -> None:
+        """A read given up (a cancelled caller, Ctrl-C): if the worker runs it, interrupt its
+        statement, which may otherwise run on for minutes, and ``close`` wait for it."""
+        if not future.cancelled():
+            return
+        with self._reading_lock:  # held: the worker cannot move on to another operation
+            if self._reading is future and self._conn is not None:
+                self._conn.interrupt()
 
     def _serve(self, future: asyncio.Future[T], op: Callable[[], Op[T]], write: bool) -> None:
         """Run ``op()`` for ``future`` (the caller's, on its loop) and settle it there: one
         call into the loop, where wrapping the executor's own future (``wrap_future``) took
         two and a copy of its state, ~20 us of CPU per call."""
-        if future.cancelled():
-            return  # a read given up before it started (a write's future is shielded)
+        with self._reading_lock:  # what _interrupt sees: this read, from here to its end
+            if future.cancelled():
+                return  # a read given up before it started (a write's future is shielded)
+            if not write:
+                self._reading = future
         try:
             result = self._transaction(op, write)
         except BaseException as exc:  # handed to the caller, as the executor's future would
             _settle(future, future.set_exception, exc)
         else:
             _settle(future, future.set_result, result)
+        finally:
+            if not write:
+                with self._reading_lock:
+                    self._reading = None
 
     def _close_connection(self) -> None:
         if self._checkpointer is not None:
