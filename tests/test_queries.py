@@ -545,7 +545,7 @@ async def test_failed_calls_of_every_kind(store: Store) -> None:
     failed = await store.tool_calls(status="failed")
     assert [(c.call_id, c.status, c.error) for c in failed] == [
         ("b", "failed", SDK_ERROR),
-        ("c", "timed_out", timeout),  # a failure of its own kind (model.FAILED_STATUSES)
+        ("c", "timed_out", timeout),  # a failure of its own kind (toolcalls.FAILED_STATUSES)
         ("d", "incomplete", "x"),  # an incomplete output is its own error
         ("mcp_1", "failed", "connection refused"),
     ]

@@ -1,6 +1,6 @@
 """Rules defined once and applied alike everywhere (issue 13, item 4).
 
-"Failed": a tool call failed when ``turnstore.model.call_failed`` says so. The Python side
+"Failed": a tool call failed when ``turnstore.toolcalls.call_failed`` says so. The Python side
 (``ToolCall.failed``), the SQL side (``Store.tool_calls(status="failed")``,
 ``Store.tool_stats``, the views) and what the CLI and the viewer show all agree, for calls of
 every status with and without an error.
@@ -21,7 +21,8 @@ from builders import assistant, call, output, user
 from conftest import sql
 from turnstore import Store
 from turnstore.cli import app
-from turnstore.model import FAILED_STATUSES, ToolCall, call_failed, failed_sql
+from turnstore.model import ToolCall
+from turnstore.toolcalls import FAILED_STATUSES, call_failed, failed_sql
 from turnstore.web import format as web_format
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

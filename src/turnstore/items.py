@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .model import FAILED_STATUSES
+from .toolcalls import item_error
 
 __all__ = ["ItemInfo", "ItemKind", "classify", "clean_text"]
 
@@ -192,8 +192,8 @@ def _tool(
         output = out(item) if out else None
         status = _str(item.get("status"))
         err = error(item) if error else None
-        if err is None and kind != "tool_call" and status in FAILED_STATUSES:
-            err = output
+        if err is None and status is not None:  # the rule asks nothing more of a bare item
+            err = item_error(kind, status, output)
         shown = output if output not in _MARKERS else None
         text = "\n".join(t for t in (arguments, shown) if t) or None
         return ItemInfo(

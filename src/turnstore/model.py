@@ -8,19 +8,15 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
+from .toolcalls import call_failed
+
 __all__ = [
-    "CANCELLED",
     "COMPACTED",
     "COMPLETED",
     "FAILED",
-    "FAILED_STATUSES",
     "FIRST_PAGE",
     "INTERRUPTED",
     "IN_PROGRESS",
-    "PENDING",
-    "REJECTED",
-    "TIMED_OUT",
-    "TOOL_CALL_STATUSES",
     "Branch",
     "BranchOrigin",
     "HistoryTail",
@@ -42,8 +38,6 @@ __all__ = [
     "TraceSpan",
     "Usage",
     "UsageRow",
-    "call_failed",
-    "failed_sql",
 ]
 
 # How a branch was made: ``"edit"`` (a sibling with another user message: Store.fork with a new
@@ -59,49 +53,7 @@ INTERRUPTED: RunStatus = "interrupted"  # a tool call awaits its output (an appr
 FAILED: RunStatus = "failed"  # a new question came below it before its answer
 COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
 
-# A tool call's ``status``. turnstore's own: ``pending`` (no output yet: an approval, or a
-# tool under way), ``completed``, ``failed`` (the tool raised: the SDK's error output, an
-# error its trace span or an MCP call reports), ``timed_out`` (the SDK's timeout output),
-# ``cancelled`` (its trace span says so) and ``rejected`` (a human refused the approval: the
-# SDK's rejection output, or its span); hosted tools keep the Responses API's (``completed``,
-# ``incomplete``, ``failed``, ``in_progress``, ``searching``, …). Decided by
-# ``core.plan.output_status`` from the output and by ``turnstore.tracing`` from the spans.
-PENDING = "pending"
-TIMED_OUT = "timed_out"
-CANCELLED = "cancelled"
-REJECTED = "rejected"
-
-# The one definition of a failed tool call, for Python (``call_failed``, ``ToolCall.failed``)
-# and SQL (``failed_sql``: Store.tool_calls(status="failed"), Store.tool_stats, the views):
-# its status says so (a tool that could not finish, ran out of time or was cancelled;
-# ``incomplete``: the model's output was cut off), or an error was recorded (an MCP call's
-# error, a tool output that reports one: see ``core.plan.reports_error``, the exception a
-# trace span carries). A rejected call did not fail: a human decided. ``error`` is no status.
-FAILED_STATUSES: frozenset[str] = frozenset({"failed", "incomplete", TIMED_OUT, CANCELLED})
-
-# Every status a tool call can have: turnstore's (above) and the Responses API's for tool call
-# items (hosted tools report their progress: searching, interpreting, generating, calling).
-TOOL_CALL_STATUSES: frozenset[str] = FAILED_STATUSES | {
-    "completed",
-    PENDING,
-    REJECTED,
-    "in_progress",
-    "searching",
-    "interpreting",
-    "generating",
-    "calling",
-}
-
-
-def call_failed(status: str | None, error: str | None) -> bool:
-    """A tool call with this status and error failed (see ``FAILED_STATUSES``)."""
-    return status in FAILED_STATUSES or error is not None
-
-
-def failed_sql(status: str = "status", error: str = "error") -> str:
-    """``call_failed`` as a SQL condition on the columns ``status`` and ``error``."""
-    statuses = ", ".join(f"'{name}'" for name in sorted(FAILED_STATUSES))
-    return f"({status} IN ({statuses}) OR {error} IS NOT NULL)"
+# A tool call's statuses, and what makes one failed: ``turnstore.toolcalls``.
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ import typer
 from rich.text import Text
 
 from .. import jsonout
-from ..model import TOOL_CALL_STATUSES, SearchResult, UsageRow
+from ..model import SearchResult, UsageRow
+from ..toolcalls import TOOL_CALL_STATUSES
 from ..units import duration_text
 from .database import open_store, run_command
 from .options import (

@@ -7,25 +7,23 @@ without a database; ``append`` writes what ``plan`` decides.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..items import ItemInfo
-from ..model import (
-    COMPLETED,
-    FAILED,
-    FAILED_STATUSES,
-    IN_PROGRESS,
-    INTERRUPTED,
-    REJECTED,
-    TIMED_OUT,
-    RunStatus,
+from ..model import COMPLETED, IN_PROGRESS, INTERRUPTED, RunStatus
+from ..toolcalls import (
+    HOSTED_UNDER_WAY,
+    PENDING,
+    call_item_status,
+    hosted_status,
+    output_call_status,
+    output_error,
 )
 from .codec import PreparedItem
 from .lock import Head
 
-__all__ = ["Plan", "output_status", "plan_append", "reports_error"]
+__all__ = ["Plan", "plan_append"]
 
 
 @dataclass(slots=True, eq=False)
@@ -75,74 +73,10 @@ def _answers(info: ItemInfo) -> bool:
     return info.kind == "message" and info.role == "assistant"
 
 
-def _call_status(info: ItemInfo) -> str:
-    # A call item's own status says the model finished writing it, not that the tool ran.
-    return info.status if info.status in FAILED_STATUSES else "pending"
-
-
 def _pairing_key(info: ItemInfo) -> str:
     # Server-run tool searches carry no call_id: the SDK pairs the output with the call just
     # before it of the same tool, so within a batch that is what they pair with here.
     return info.call_id if info.call_id is not None else f"\0{info.tool_kind}"
-
-
-# Outputs that report a failure in words rather than a status: what openai-agents writes when
-# a function tool raises (``default_tool_error_function``) or times out
-# (``default_tool_timeout_error_message``). Releases before 0.23 add the exception's text
-# (" Error: ...") and word bad JSON arguments apart. A custom ``failure_error_function`` is
-# not recognised; its calls count as completed.
-_TIMEOUT_OUTPUT = r"Tool '.*' timed out after [0-9.e+-]+ seconds\."
-_ERROR_OUTPUT = re.compile(
-    r"An error occurred while running the tool\. Please try again\.(?: Error: .*)?"
-    r"|An error occurred while parsing tool arguments\. Please try again with valid JSON\."
-    r" Error: .*"
-    r"|" + _TIMEOUT_OUTPUT,
-    re.DOTALL,
-)
-
-
-def reports_error(output: str | None) -> bool:
-    """The tool output is one of the SDK's error messages (see ``_ERROR_OUTPUT``)."""
-    return output is not None and _ERROR_OUTPUT.fullmatch(output) is not None
-
-
-# What openai-agents writes as the output of a call a human rejected (its default
-# ``DEFAULT_APPROVAL_REJECTION_MESSAGE``; a custom message is known from the trace span).
-_REJECTION = "Tool execution was not approved."
-_TIMEOUT = re.compile(_TIMEOUT_OUTPUT, re.DOTALL)
-
-
-def output_status(output: str | None) -> str | None:
-    """The status a tool's output alone says (``model``'s tool call statuses): ``timed_out``,
-    ``failed`` (an error message), ``rejected``; None when it says nothing."""
-    if output is None:
-        return None
-    if _TIMEOUT.fullmatch(output):
-        return TIMED_OUT
-    if reports_error(output):
-        return FAILED
-    return REJECTED if output == _REJECTION else None
-
-
-def _output_error(info: ItemInfo) -> str | None:
-    if info.error is not None:
-        return info.error
-    return info.output if reports_error(info.output) else None
-
-
-def _output_status(info: ItemInfo) -> str:
-    if info.status is not None and info.status not in ("in_progress", "searching", "completed"):
-        return info.status
-    if info.error is not None:
-        return FAILED
-    return output_status(info.output) or COMPLETED
-
-
-def _hosted_status(info: ItemInfo) -> str:
-    # An MCP call that reports an error failed, whatever status the item carries.
-    if info.error is not None and info.status not in FAILED_STATUSES:
-        return "failed"
-    return info.status or "completed"
 
 
 @dataclass(slots=True, eq=False)
@@ -213,7 +147,7 @@ def plan_append(
                 credited.assistant_message = info.text
                 credited.assistant_changed = True
         elif kind == "tool_call":
-            call = _PlanCall(credited, item, info, status=_call_status(info))
+            call = _PlanCall(credited, item, info, status=call_item_status(info.status))
             calls.append(call)
             pending[_pairing_key(info)] = call
         elif kind == "hosted_tool":
@@ -224,9 +158,9 @@ def plan_append(
                     info,
                     output_item=item,
                     output=info.output,
-                    status=_hosted_status(info),
+                    status=hosted_status(info.status, info.error),
                     error=info.error,
-                    completed=info.status not in ("in_progress", "searching", "generating"),
+                    completed=info.status not in HOSTED_UNDER_WAY,
                 )
             )
         elif kind == "tool_output":
@@ -243,13 +177,13 @@ def plan_append(
                     calls.append(call)
             call.output_item = item
             call.output = info.output
-            call.status = _output_status(info)
-            call.error = _output_error(info)
+            call.status = output_call_status(info.status, info.error, info.output)
+            call.error = output_error(info.error, info.output)
             call.completed = True
     assert current is not None
     assert credited is not None
     for call in pending.values():  # a call the batch leaves unanswered: awaiting approval
-        if call.status == "pending":  # not one the model left failed or incomplete
+        if call.status == PENDING:  # not one the model left failed or incomplete
             call.run.status = INTERRUPTED
     below_head = bool(batch) and batch[0].info.starts_run
     return Plan(runs, items, calls, updates, current, owner, credited, below_head)

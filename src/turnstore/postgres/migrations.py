@@ -268,7 +268,7 @@ MIGRATIONS: list[list[str]] = [
         JOIN runs r ON r.session_id = p.session_id AND r.id = p.run_id
         JOIN sessions s ON s.session_id = p.session_id""",
         # Tool call statuses tell timed out, cancelled and rejected calls apart
-        # (model.FAILED_STATUSES); the views count the new failed ones.
+        # (toolcalls.FAILED_STATUSES); the views count the new failed ones.
         """UPDATE tool_calls SET status = 'timed_out'
         WHERE status = 'failed'
           AND output ~ '^Tool ''.*'' timed out after [0-9.e+-]+ seconds\\.$'""",

@@ -16,7 +16,7 @@ from ..core.ops import Capability, Statement
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
 from ..core.search import SNIPPET_MARKS
 from ..core.statements import response_usage_sql, token_sums
-from ..model import failed_sql
+from ..toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "TS_CONFIG"]
 
@@ -272,7 +272,7 @@ _CALL_FILTERS = """
       AND (:tool_name::text IS NULL OR tool_name = :tool_name)
       AND (:since::timestamptz IS NULL OR created_at >= :since)
       AND (:until::timestamptz IS NULL OR created_at < :until)"""
-_FAILED = failed_sql()  # the one rule: model.call_failed
+_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
 
 # (tool calls, slowest tool calls, tool stats), by the filter that drives them.
 _CALL_FAMILIES = (

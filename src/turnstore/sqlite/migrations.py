@@ -128,7 +128,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX sessions_user_updated ON sessions (user_id, updated_at, session_id)",
         "ALTER TABLE tool_calls ADD COLUMN started_at TEXT",
         "CREATE INDEX tool_calls_tool ON tool_calls (tool_name, id)",
-        # Outputs stored before version 2 that report an error (see plan.reports_error).
+        # Outputs stored before version 2 that report an error (see toolcalls.reports_error).
         """UPDATE tool_calls SET status = 'failed', error = output
         WHERE error IS NULL AND status = 'completed'
           AND (output = 'An error occurred while running the tool. Please try again.'
@@ -347,7 +347,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX spans_kind_duration ON spans (kind, duration_ms)",
         _SPAN_OVERVIEW,
         # Tool call statuses tell timed out, cancelled and rejected calls apart
-        # (model.FAILED_STATUSES); the views count the new failed ones.
+        # (toolcalls.FAILED_STATUSES); the views count the new failed ones.
         """UPDATE tool_calls SET status = 'timed_out'
         WHERE status = 'failed' AND output GLOB 'Tool ''*'' timed out after * seconds.'""",
         """UPDATE tool_calls SET status = 'rejected'

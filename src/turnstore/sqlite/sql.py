@@ -17,7 +17,7 @@ from ..core.rows import (
     columns,
 )
 from ..core.statements import response_usage_sql, token_sums
-from ..model import failed_sql
+from ..toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL"]
 
@@ -269,7 +269,7 @@ _CALL_FILTERS = """
       AND (:sid IS NULL OR session_id = :sid) AND (:run_id IS NULL OR run_id = :run_id)
       AND (:tool_name IS NULL OR tool_name = :tool_name)
       AND (:since IS NULL OR created_at >= :since) AND (:until IS NULL OR created_at < :until)"""
-_FAILED = failed_sql()  # the one rule: model.call_failed
+_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
 
 # (tool calls, slowest tool calls, tool stats), by the filter that drives them.
 _CALL_FAMILIES = (

@@ -39,7 +39,7 @@ class AnalyticsMixin(StoreBase):
 
         ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
         an MCP call's error, or an output that reports an error (the SDK's messages for a
-        tool that raised or timed out, see ``turnstore.core.plan.reports_error``). Other
+        tool that raised or timed out, see ``turnstore.toolcalls.reports_error``). Other
         statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """

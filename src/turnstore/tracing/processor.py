@@ -20,25 +20,22 @@ from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.tracing import TracingProcessor
 
 from ..core.spans import SpanRecord, ToolOutcome, encode_data
-from ..model import CANCELLED, FAILED, REJECTED
+from ..toolcalls import span_error_text, span_outcome
 from . import binding
 from .binding import Binding
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 __all__ = ["SpanStore"]
 
 logger = logging.getLogger("turnstore.tracing")
 
-# What the SDK's function spans say of a call that did not fail on its own: a human rejected
-# it (the error data names the call), or it was cancelled.
-_REJECTED = "was manually rejected by user"
-_CANCELLED = "Tool execution cancelled"
-# The SDK's stand-ins for an error's text when it keeps the text out of traces.
-_REDACTED = ("Tool execution failed. Error details are redacted.",)
 # Model calls whose input copies the conversation (stored already as items, and growing with
 # every turn): it is left out of their stored spans.
 _MODEL_CALLS = ("generation", "response")
@@ -55,21 +52,6 @@ def _time(value: Any) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
-
-
-def _detail(error: Any) -> str | None:
-    """The detail of a span's error: the exception's message, where the SDK gives it."""
-    data = error.get("data") if isinstance(error, dict) else None
-    detail = data.get("error") if isinstance(data, dict) else None
-    return detail if isinstance(detail, str) and detail and detail not in _REDACTED else None
-
-
-def _error_text(error: Any) -> str | None:
-    """The most telling text of a span's error: its detail, else its message."""
-    if not isinstance(error, dict):
-        return None
-    message = error.get("message")
-    return _detail(error) or (message if isinstance(message, str) else str(message))
 
 
 def _name(kind: str, data: Any) -> str | None:
@@ -108,17 +90,6 @@ def _fields(kind: str, data: Any) -> dict[str, Any]:
     return fields
 
 
-def _outcome(error: Any) -> tuple[str, str | None]:
-    """A failed function span's (status, error) for its tool call; the error only when the
-    span has the exception's text (else the call keeps the one its output gave)."""
-    detail = _detail(error)
-    if detail is not None and _REJECTED in detail:
-        return REJECTED, None
-    if isinstance(error, dict) and error.get("message") == _CANCELLED:
-        return CANCELLED, detail
-    return FAILED, detail
-
-
 class _Finished:
     """A span that ended, with the binding of the session it worked for."""
 
@@ -137,7 +108,7 @@ def _records(batch: list[_Finished]) -> dict[tuple[int, str], tuple[Any, list[Sp
         run_id = entry.binding.run_id
         assert run_id is not None
         try:
-            record = _record(entry.span, run_id, entry.binding.store.backend, seen)
+            record = _record(entry.span, run_id, entry.binding.store, seen)
         except Exception:  # this span alone is lost, not the batch
             logger.exception("turnstore.tracing: a span could not be read")
             continue
@@ -147,13 +118,13 @@ def _records(batch: list[_Finished]) -> dict[tuple[int, str], tuple[Any, list[Sp
 
 
 def _record(
-    span: Any, run_id: int, backend: Any, seen: dict[tuple[int, str, str | None], int]
+    span: Any, run_id: int, store: Store, seen: dict[tuple[int, str, str | None], int]
 ) -> SpanRecord:
     data = span.span_data
     kind = str(data.type)
     fields = _fields(kind, data)
     error = span.error
-    text = _error_text(error)
+    text = span_error_text(error)
     if error is not None:
         fields["error"] = error
     started, ended = _time(span.started_at), _time(span.ended_at)
@@ -165,7 +136,7 @@ def _record(
         key = (run_id, name, arguments)
         nth, seen[key] = seen[key], seen[key] + 1
         if error is not None:
-            status, call_error = _outcome(error)
+            status, call_error = span_outcome(error)
             outcome = ToolOutcome(name, arguments, nth, status, call_error)
     return SpanRecord(
         run_id=run_id,
@@ -174,8 +145,8 @@ def _record(
         parent_span_id=_text(span.parent_id),
         kind=_text(kind) or "",
         name=_text(_name(kind, data)),
-        started_at=None if started is None else backend.bind_time(started),
-        ended_at=None if ended is None else backend.bind_time(ended),
+        started_at=store._bind_time(started),
+        ended_at=store._bind_time(ended),
         duration_ms=(ended - started).total_seconds() * 1000 if started and ended else None,
         error=_text(text),
         data=encode_data(fields),
