@@ -12,48 +12,25 @@ text, JSON, tables), and one module per group of commands: ``reading`` (show, ru
 sessions), ``window`` (which runs of a long session they print), ``branching``
 (branches: list, name, switch), ``analytics`` (tools, search, usage), ``data`` (export,
 import, migrate, adopt), ``query`` (read-only SQL), ``retention`` (prune), ``transfer``
-(copy), ``server`` (demo, serve), ``traces`` (otel). The commands are registered on ``app``
-here, in the order ``--help`` lists them.
+(copy), ``server`` (demo, serve), ``traces`` (otel). A command is declared where it is
+defined (``@command(rank)``, from ``app``); importing this package imports every module of
+``cli/`` and adds their commands to ``app`` in rank order, the order ``--help`` lists them.
+So a new command touches its module (and docs/cli.md) only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import pkgutil
 
-from .analytics import search, tools, usage
-from .app import app, main
-from .branching import branches
-from .data import adopt, export, import_, migrate
+from .app import COMMANDS, app, main
 from .options import display_target as _shown
 from .output import safe_text
-from .query import query
-from .reading import runs, sessions, show
-from .retention import prune
-from .server import demo, serve
-from .traces import otel_command
-from .transfer import copy
 
 __all__ = ["_shown", "app", "main", "safe_text"]
 
-# In the order --help lists them; a name where the function's is not the command's.
-_COMMANDS: tuple[tuple[Callable[..., None], str | None], ...] = (
-    (show, None),
-    (runs, None),
-    (branches, None),
-    (sessions, None),
-    (tools, None),
-    (search, None),
-    (usage, None),
-    (query, None),
-    (export, None),
-    (otel_command, "otel"),
-    (import_, "import"),
-    (copy, None),
-    (migrate, None),
-    (adopt, None),
-    (prune, None),
-    (demo, None),
-    (serve, None),
-)
-for _command, _name in _COMMANDS:
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "__main__":  # that one runs the command line
+        importlib.import_module(f"{__name__}.{_module.name}")
+for _rank, _command, _name in sorted(COMMANDS, key=lambda entry: entry[0]):
     app.command(_name)(_command)

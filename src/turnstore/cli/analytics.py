@@ -15,6 +15,7 @@ from .. import jsonout
 from ..model import SearchResult, UsageRow
 from ..toolcalls import TOOL_CALL_STATUSES
 from ..units import duration_text
+from .app import command
 from .database import open_store, run_command
 from .options import (
     CsvOption,
@@ -47,6 +48,7 @@ from .output import (
 __all__ = ["search", "tools", "usage"]
 
 
+@command(50)
 def tools(
     ctx: typer.Context,
     session: Annotated[str | None, session_option("Only this session's calls.")] = None,
@@ -196,6 +198,7 @@ class SearchRoleOption(str, Enum):
     assistant = "assistant"
 
 
+@command(60)
 def search(
     ctx: typer.Context,
     query: Annotated[
@@ -279,6 +282,7 @@ class UsageGroupOption(str, Enum):
     day = "day"
 
 
+@command(70)
 def usage(
     ctx: typer.Context,
     by: Annotated[

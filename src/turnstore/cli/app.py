@@ -1,5 +1,6 @@
-"""The ``turnstore`` Typer application and its entry point; the commands register on ``app``
-from their modules (reading, analytics, data, server), imported by the package."""
+"""The ``turnstore`` Typer application and its entry point. A command registers where it is
+defined, with ``@command(rank)``; the package imports every module of ``cli/`` and adds the
+commands to ``app`` in rank order, the order ``--help`` lists them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -15,7 +17,7 @@ from typer.core import TyperGroup
 from .options import DEFAULT_DB, ENV_DB, DbOption, SchemaOption
 from .output import error_text, fail, json_errors, json_requested
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "command", "main"]
 
 # Click's base of the errors it reports itself (a bad option value, an unknown option),
 # wherever this Typer takes Click from (newer releases carry a copy of their own).
@@ -87,6 +89,23 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+F = TypeVar("F", bound=Callable[..., None])
+
+# Every command a module of cli/ declares: (rank, function, name), in import order.
+COMMANDS: list[tuple[int, Callable[..., None], str | None]] = []
+
+
+def command(rank: int, name: str | None = None) -> Callable[[F], F]:
+    """Declare the decorated function a command: ``--help`` lists commands by ``rank``
+    (ascending); ``name`` where the function's is not the command's."""
+
+    def register(function: F) -> F:
+        COMMANDS.append((rank, function, name))
+        return function
+
+    return register
 
 
 def _print_version(value: bool) -> None:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..model import Branch
+from .app import command
 from .database import open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, SessionArg, resolve_target
 from .output import fail, make_console, make_table, one_line, print_json, printable
@@ -17,6 +18,7 @@ from .output import fail, make_console, make_table, one_line, print_json, printa
 __all__ = ["branches"]
 
 
+@command(30)
 def branches(
     ctx: typer.Context,
     session: SessionArg,

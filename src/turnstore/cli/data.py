@@ -19,6 +19,7 @@ from .. import importers as _importers
 from .. import migrate as migrate_database
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..inspection import sqlite_file
+from .app import command
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target
 from .output import fail, json_safe, print_json, progress, safe_text, say
@@ -34,6 +35,7 @@ class ExportFormatOption(str, Enum):
     markdown = "markdown"
 
 
+@command(90)
 def export(
     ctx: typer.Context,
     sessions_: Annotated[
@@ -162,6 +164,7 @@ class SourceKind(str, Enum):
     json = "json"
 
 
+@command(110, "import")
 def import_(
     ctx: typer.Context,
     source: Annotated[
@@ -236,6 +239,7 @@ def import_(
     )
 
 
+@command(130)
 def migrate(
     ctx: typer.Context,
     db: DbOption = None,
@@ -269,6 +273,7 @@ def migrate(
     say(f"{escape(display_target(target))}: schema {change}, up to date.")
 
 
+@command(140)
 def adopt(
     ctx: typer.Context,
     db: DbOption = None,

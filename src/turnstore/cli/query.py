@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ..core.ops import Fetch, Op, Query
 from ..errors import InvalidOperationError
+from .app import command
 from .database import open_store, run_command
 from .options import (
     CsvOption,
@@ -81,6 +82,7 @@ def _names(columns: Sequence[str]) -> list[str]:
     return names
 
 
+@command(80)
 def query(
     ctx: typer.Context,
     sql: Annotated[

@@ -16,6 +16,7 @@ from .. import Store, jsonout
 from ..errors import InvalidOperationError, SessionNotFoundError
 from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
 from ..units import duration_text
+from .app import command
 from .database import open_store, run_command
 from .options import (
     DbOption,
@@ -175,6 +176,7 @@ def _tree_window(runs: list[Run], path: list[Run], chosen: Window) -> list[Run]:
     return sorted(kept, key=lambda run: run.id)
 
 
+@command(10)
 def show(
     ctx: typer.Context,
     session: SessionArg,
@@ -244,6 +246,7 @@ def show(
     run_command(go())
 
 
+@command(20)
 def runs(
     ctx: typer.Context,
     session: SessionArg,
@@ -350,6 +353,7 @@ class SessionOrderOption(str, Enum):
     updated = "updated"
 
 
+@command(40)
 def sessions(
     ctx: typer.Context,
     user: Annotated[str | None, user_option("Only this user's sessions.")] = None,

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from ..model import SessionInfo
+from .app import command
 from .database import open_store, run_command
 from .options import (
     CsvOption,
@@ -57,6 +58,7 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+@command(150)
 def prune(
     ctx: typer.Context,
     idle_for: Annotated[

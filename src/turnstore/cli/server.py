@@ -13,6 +13,7 @@ from .. import Store
 from ..errors import TurnstoreError
 from ..extras import require
 from ..model import Run
+from .app import command
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target
 from .output import fail, print_json, say
@@ -20,6 +21,7 @@ from .output import fail, print_json, say
 __all__ = ["demo", "serve"]
 
 
+@command(160)
 def demo(
     ctx: typer.Context,
     session: Annotated[
@@ -68,6 +70,7 @@ def demo(
         )
 
 
+@command(170)
 def serve(
     ctx: typer.Context,
     db: DbOption = None,

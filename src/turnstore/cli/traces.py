@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from .. import jsonout, otel
+from .app import command
 from .data import refuse_database_output
 from .database import open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, resolve_target
@@ -17,6 +18,7 @@ from .output import json_safe, print_json, say
 __all__ = ["otel_command"]
 
 
+@command(100, "otel")
 def otel_command(
     ctx: typer.Context,
     session: Annotated[str, typer.Argument(metavar="SESSION", show_default=False)],

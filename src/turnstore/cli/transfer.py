@@ -12,6 +12,7 @@ from ..errors import ConnectionFailedError
 from ..inspection import sqlite_file
 from ..transfer import CopySummary
 from ..transfer import copy as copy_sessions
+from .app import command
 from .database import check_database, run_command
 from .options import (
     JsonOption,
@@ -27,6 +28,7 @@ from .output import fail, print_json, progress, say
 __all__ = ["copy"]
 
 
+@command(120)
 def copy(
     ctx: typer.Context,
     source: Annotated[
