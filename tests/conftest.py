@@ -18,7 +18,7 @@ import importlib
 import inspect
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -178,6 +178,16 @@ def shared_loop_store(
         loop.close()
 
 
+def rendered(store: Store, statement: str, params: Iterable[str]) -> str:
+    """``statement`` with its ``{name}`` parameters in ``store``'s placeholder style; on
+    PostgreSQL checked for a join that Citus refuses (``sql``'s rule)."""
+    placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
+    text = statement.format(**{name: placeholder.format(name) for name in params})
+    if store.backend.dialect != "sqlite":  # what Citus runs too (tests/citus.py)
+        assert uncolocated(text) == [], f"a join Citus refuses: {text}"
+    return text
+
+
 async def sql(
     store: Store, statement: str, *, write: bool = False, **params: Any
 ) -> list[tuple[Any, ...]]:
@@ -188,10 +198,7 @@ async def sql(
     """
     from turnstore.core.ops import Fetch, Query
 
-    placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
-    text = statement.format(**{name: placeholder.format(name) for name in params})
-    if store.backend.dialect != "sqlite":  # what Citus runs too (tests/citus.py)
-        assert uncolocated(text) == [], f"a join Citus refuses: {text}"
+    text = rendered(store, statement, params)
 
     def op() -> Any:
         rows = yield Query(text, params, Fetch.NONE if write else Fetch.ALL, raw=True)

@@ -22,6 +22,7 @@ import pytest
 import turnstore
 import workers
 from builders import assistant, user
+from chains import SESSION_TABLES, build_chain, count_rows
 from conftest import POSTGRES_URL, require_postgres
 from turnstore import SchemaError, Store
 from turnstore.core.ops import Fetch, Query
@@ -207,3 +208,26 @@ async def test_concurrent_migrate_from_several_processes(databases: Databases) -
         assert await _versions(store) == list(range(1, newest + 1))  # each step once
         await store.add_items("s", [user("works")])
         assert await store.get_items("s") == [user("works")]
+
+
+async def test_a_long_conversation_written_before_the_cascade_went_can_be_deleted(
+    databases: Databases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step 12 of both backends: runs.parent_id stops cascading (SQLite stopped a chain of
+    cascades at 1,000 levels). A session of 1,000 runs written before it is cleared after it,
+    and the rebuild of SQLite's runs table keeps its AUTOINCREMENT counter: the id of a run
+    deleted before the upgrade is not handed out again."""
+    store, (target, options) = _open_at(monkeypatch, databases, 11)
+    try:
+        await build_chain(store, "long", 1_000)
+        await store.add_items("s", [user("q1"), assistant("a1")])
+        await store.add_items("s", [user("q2")])
+        newest = (await store.runs("s"))[-1].id
+        assert await store.pop_item("s") == user("q2")  # the newest run goes
+    finally:
+        await store.aclose()
+    with Store.open(target, **options) as upgraded:
+        await upgraded.clear_session("long")
+        assert await count_rows(upgraded, "long") == dict.fromkeys(SESSION_TABLES, 0)
+        await upgraded.add_items("s", [user("q3")])
+        assert (await upgraded.runs("s"))[-1].id > newest

@@ -201,6 +201,7 @@ def delete_branch(
         if on_path is not None:
             head_id = parent_id
     yield from hand_over_name(session_id, top, parent_id)
-    yield S.DELETE_RUN({"sid": session_id, "id": top})
+    # The whole subtree in one statement, whatever its depth (no cascade from run to run).
+    yield S.DELETE_SUBTREE({"sid": session_id, "id": top})
     yield from set_head(session_id, head_id, now)
     return head_id

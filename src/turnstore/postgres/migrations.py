@@ -325,4 +325,15 @@ MIGRATIONS: list[list[str]] = [
         "DROP INDEX spans_kind_duration",
         "CREATE INDEX spans_kind_duration ON spans (left(kind, 256), duration_ms)",
     ],
+    # 12: runs.parent_id no longer cascades, as on SQLite (sqlite/migrations.py's step 12,
+    # where a chain of cascades 1,000 runs deep failed; PostgreSQL fires them one after
+    # another, at any depth). On both backends a session's runs go with its sessions row, a
+    # branch's in one statement (core/history.py), and a delete that would leave a run
+    # without its parent fails whole. Adding the key back checks every run once (one
+    # anti-join over runs).
+    [
+        """ALTER TABLE runs DROP CONSTRAINT runs_session_id_parent_id_fkey,
+            ADD CONSTRAINT runs_session_id_parent_id_fkey FOREIGN KEY (session_id, parent_id)
+                REFERENCES runs (session_id, id)""",
+    ],
 ]

@@ -56,6 +56,16 @@ WITH RECURSIVE path (id, parent_id, depth, seen) AS (
 _TREE = "parent_id"
 _VIEW = "CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END"
 
+# A run and every run below it, through runs_session_parent at each step.
+_BELOW = """
+WITH RECURSIVE below (id) AS (
+    SELECT id FROM runs WHERE session_id = :sid AND id = :id
+    UNION ALL
+    SELECT r.id FROM below CROSS JOIN LATERAL (
+        SELECT id FROM runs WHERE session_id = :sid AND parent_id = below.id OFFSET 0
+    ) r
+)"""
+
 # The items of each run of ``path``, through the (session_id, run_id, position) key.
 _PATH_ITEMS = """
     FROM path CROSS JOIN LATERAL (
@@ -192,6 +202,8 @@ _OWN: dict[Statement, str] = {
                (SELECT count(*) FROM runs c
                 WHERE c.session_id = :sid AND c.parent_id = up.id) AS children
         FROM up ORDER BY up.level""",
+    S.DELETE_SUBTREE: _BELOW
+    + " DELETE FROM runs WHERE session_id = :sid AND id IN (SELECT id FROM below)",
     S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
@@ -203,14 +215,8 @@ _OWN: dict[Statement, str] = {
         ORDER BY run_id, position""",
     # The web viewer (see sqlite/sql.py): the branch below a run, a window of a branch with
     # each run's place among its siblings, and the tool calls of a window's runs.
-    S.DESCEND: """
-        WITH RECURSIVE below (id) AS (
-            SELECT id FROM runs WHERE session_id = :sid AND id = :id
-            UNION ALL
-            SELECT r.id FROM below CROSS JOIN LATERAL (
-                SELECT id FROM runs WHERE session_id = :sid AND parent_id = below.id OFFSET 0
-            ) r
-        )
+    S.DESCEND: _BELOW
+    + """
         SELECT id, depth FROM runs WHERE session_id = :sid AND id = coalesce(
             (SELECT b.id FROM below b JOIN sessions s ON s.head_run_id = b.id
              WHERE s.session_id = :sid),

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS"]
 
-# The tables that hand out ids, as migration 1 creates them and migration 6 rebuilds them.
+# The tables that hand out ids, as migration 1 creates them and migrations 6 and 12 rebuild
+# them.
 _KEY = "INTEGER PRIMARY KEY"
+_CASCADE = " ON DELETE CASCADE"
 _RUNS_TABLE = """CREATE TABLE {table} (
             id {key},
             session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
-            parent_id INTEGER REFERENCES runs (id) ON DELETE CASCADE,
+            parent_id INTEGER REFERENCES runs (id){on_parent_delete},
             depth INTEGER NOT NULL,
             user_message TEXT,
             assistant_message TEXT,
@@ -88,10 +90,28 @@ _SPAN_OVERVIEW = """CREATE VIEW span_overview AS
         JOIN sessions s ON s.session_id = p.session_id"""
 
 
-def _rebuild(table: str, create: str, indexes: list[str]) -> list[str]:
-    """SQLite's table rebuild: a copy made by ``create`` (ids and all) replaces ``table``."""
+# The columns migration 5 added to runs, as the rebuilds write them.
+_RUNS_V5 = (
+    ",\n            kind TEXT,\n            prior_run_id INTEGER,\n            compacted_by INTEGER"
+)
+
+
+def _rebuild(
+    table: str, create: str, indexes: list[str], *, keep_counter: bool = False
+) -> list[str]:
+    """SQLite's table rebuild: a copy made by ``create`` (ids and all) replaces ``table``.
+
+    ``keep_counter``: the copy's AUTOINCREMENT counter starts where the table's stands, so
+    that the ids of rows deleted since are not handed out again (the rename carries the
+    counter's row over to the final name).
+    """
+    counter = [
+        f"""INSERT INTO sqlite_sequence (name, seq)
+        SELECT '{table}_new', seq FROM sqlite_sequence WHERE name = '{table}'"""
+    ]
     return [
         create,
+        *(counter if keep_counter else []),
         f"INSERT INTO {table}_new SELECT * FROM {table}",
         f"DROP TABLE {table}",
         f"ALTER TABLE {table}_new RENAME TO {table}",
@@ -111,7 +131,7 @@ MIGRATIONS: list[list[str]] = [
             created_at TEXT NOT NULL,
             updated_at TEXT NOT NULL
         )""",
-        _RUNS_TABLE.format(table="runs", key=_KEY, more=""),
+        _RUNS_TABLE.format(table="runs", key=_KEY, on_parent_delete=_CASCADE, more=""),
         *_RUNS_INDEXES,
         _ITEMS_TABLE.format(table="items", key=_KEY),
         # call_item_id / output_item_id name items rows; no foreign key, because every
@@ -263,8 +283,8 @@ MIGRATIONS: list[list[str]] = [
             _RUNS_TABLE.format(
                 table="runs_new",
                 key=_KEY + " AUTOINCREMENT",
-                more=",\n            kind TEXT,\n            prior_run_id INTEGER,"
-                "\n            compacted_by INTEGER",
+                on_parent_delete=_CASCADE,
+                more=_RUNS_V5,
             ),
             _RUNS_INDEXES,
         ),
@@ -389,5 +409,29 @@ MIGRATIONS: list[list[str]] = [
             name TEXT NOT NULL,
             UNIQUE (session_id, name)
         )""",
+    ],
+    # 12: a conversation of any length can be deleted. runs.parent_id cascaded, so deleting
+    # a run deleted its child, which deleted its own, one trigger level per run, and SQLite
+    # stops at 1,000 levels: a session of 999 runs could not be cleared, deleted or pruned
+    # ("too many levels of trigger recursion"), nor a branch of as many runs deleted. The link
+    # stays a foreign key (a run's parent exists) but no longer cascades: a session's runs go
+    # with its sessions row, all in one level, and a branch's runs in one statement
+    # (core/history.py); a delete that would leave a run without its parent fails whole.
+    # SQLite cannot change a constraint in place: runs is rebuilt as in step 6, with foreign
+    # keys off, keeping its ids and its AUTOINCREMENT counter.
+    [
+        "PRAGMA legacy_alter_table = ON",
+        *_rebuild(
+            "runs",
+            _RUNS_TABLE.format(
+                table="runs_new",
+                key=_KEY + " AUTOINCREMENT",
+                on_parent_delete="",
+                more=_RUNS_V5,
+            ),
+            _RUNS_INDEXES,
+            keep_counter=True,
+        ),
+        "PRAGMA legacy_alter_table = OFF",
     ],
 ]

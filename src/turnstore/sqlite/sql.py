@@ -43,6 +43,15 @@ _VIEW = "CASE WHEN r.kind IS NULL THEN r.parent_id ELSE r.prior_run_id END"
 
 _INDEXED_THROUGH = "(SELECT indexed_through FROM items_fts_state)"
 
+# A run and every run below it (runs_parent at each step).
+_BELOW = """
+WITH RECURSIVE below (id) AS (
+    SELECT id FROM runs WHERE id = :id AND session_id = :sid
+    UNION ALL
+    SELECT r.id FROM runs r JOIN below ON r.parent_id = below.id
+    WHERE r.session_id = :sid
+)"""
+
 _OWN: dict[Statement, str] = {
     S.CREATE_VERSION_TABLE: """CREATE TABLE IF NOT EXISTS turnstore_schema (
         version INTEGER PRIMARY KEY,
@@ -171,6 +180,7 @@ _OWN: dict[Statement, str] = {
         SELECT up.id, up.parent_id,
             (SELECT count(*) FROM runs c WHERE c.parent_id = up.id) AS children
         FROM up ORDER BY up.level""",
+    S.DELETE_SUBTREE: _BELOW + " DELETE FROM runs WHERE id IN (SELECT id FROM below)",
     S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
@@ -199,13 +209,8 @@ _OWN: dict[Statement, str] = {
     # The web viewer: the branch below a run (the head's if the head is below it, else the
     # newest run's), a window of a branch with each run's place among its siblings, and
     # the tool calls of a window's runs.
-    S.DESCEND: """
-        WITH RECURSIVE below (id) AS (
-            SELECT id FROM runs WHERE id = :id AND session_id = :sid
-            UNION ALL
-            SELECT r.id FROM runs r JOIN below ON r.parent_id = below.id
-            WHERE r.session_id = :sid
-        )
+    S.DESCEND: _BELOW
+    + """
         SELECT id, depth FROM runs WHERE id = coalesce(
             (SELECT b.id FROM below b JOIN sessions s ON s.head_run_id = b.id
              WHERE s.session_id = :sid),
