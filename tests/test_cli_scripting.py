@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builders import assistant, user
+from chains import SESSION_TABLES, build_chain
 from conftest import database_target, target_sql
 from turnstore import Store, extras
 from turnstore.cli import app
@@ -374,6 +376,23 @@ def test_prune_dry_run_then_prune(cli_target: str) -> None:
         left = target_sql(cli_target, f"SELECT DISTINCT session_id FROM {table}")
         assert [row[0] for row in left] == ["busy"]
     assert "Deleted 0 sessions" in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
+
+
+def test_prune_deletes_a_conversation_of_any_length(cli_target: str) -> None:
+    """An idle session of 1,000 runs goes whole (prune failed on it on SQLite, which stopped
+    the cascade from run to run at 1,000 levels); the busy one stays (issue 26)."""
+
+    async def write() -> None:
+        async with Store.open(cli_target) as store:
+            await build_chain(store, "long", 1_000, when=datetime(2020, 1, 1, tzinfo=timezone.utc))
+            await store.add_items("busy", [user("q"), assistant("a")])
+
+    asyncio.run(write())
+    assert "Deleted 1 session " in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
+    assert _sessions(cli_target) == ["busy"]
+    for table in SESSION_TABLES:
+        left = target_sql(cli_target, f"SELECT count(*) FROM {table} WHERE session_id = 'long'")
+        assert left == [(0,)], table
 
 
 def test_prune_keeps_a_session_written_just_before_its_delete(
