@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import validate
 from ..core.codec import loads_item
@@ -20,8 +20,8 @@ from ..model import Usage
 
 __all__ = [
     "USAGE_FIELDS",
-    "Row",
     "Source",
+    "SourceRow",
     "SourceRun",
     "SourceSession",
     "TreeBuilder",
@@ -141,21 +141,26 @@ def as_datetime(value: Any) -> datetime | None:
         return None
 
 
-Row = tuple[Any, Any, Any]  # (source key of the item, stored JSON, created_at)
+class SourceRow(NamedTuple):
+    """One stored item of a source, as its reader reads it."""
+
+    key: Any  # the source's key of the item (its row id)
+    data: Any  # the stored JSON
+    created_at: Any  # the source's time, checked by ``as_datetime``
 
 
-def runs_of(rows: Iterable[Row], session: SourceSession) -> list[tuple[SourceRun, list[Any]]]:
+def runs_of(rows: Iterable[SourceRow], session: SourceSession) -> list[tuple[SourceRun, list[Any]]]:
     """Split one branch's rows into runs at user messages; returns (run, keys of its items)."""
     keys: list[Any] = []
     times: list[Any] = []
     items: list[dict[str, Any]] = []
-    for key, data, created_at in rows:
-        item = decode_item(data)
+    for row in rows:
+        item = decode_item(row.data)
         if item is None:
             session.skipped += 1
             continue
-        keys.append(key)
-        times.append(created_at)
+        keys.append(row.key)
+        times.append(row.created_at)
         items.append(item)
     return _split(items, keys, times)
 
@@ -181,7 +186,7 @@ def _split(
     return runs
 
 
-def linear_session(session_id: str, rows: Iterable[Row]) -> SourceSession:
+def linear_session(session_id: str, rows: Iterable[SourceRow]) -> SourceSession:
     session = SourceSession(session_id)
     builder = TreeBuilder(session)
     session.head = builder.add_path(run for run, _ in runs_of(rows, session))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigurationError, SchemaError
-from .base import Source, SourceSession, linear_session
+from .base import Source, SourceRow, SourceSession, linear_session
 
 __all__ = ["SQLAlchemySource"]
 
@@ -58,7 +58,7 @@ class SQLAlchemySource(Source):
         rows = await self._fetch(
             sa.select(t.c.session_id).group_by(t.c.session_id).order_by(sa.func.min(t.c.id))
         )
-        return [str(sid) for (sid,) in rows]
+        return [str(row._mapping["session_id"]) for row in rows]
 
     async def total_items(self) -> int:
         """Rows of the messages table."""
@@ -74,7 +74,11 @@ class SQLAlchemySource(Source):
             .where(t.c.session_id == session_id)
             .order_by(t.c.id)
         )
-        return linear_session(session_id, [tuple(row) for row in rows])
+        columns = (row._mapping for row in rows)
+        return linear_session(
+            session_id,
+            (SourceRow(c["id"], c["message_data"], c["created_at"]) for c in columns),
+        )
 
     async def aclose(self) -> None:
         """Dispose of the engine."""

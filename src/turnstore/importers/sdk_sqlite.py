@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..model import Usage
 from ..sqlite import connect_read_only
 from .base import (
     Source,
+    SourceRow,
     SourceSession,
     TreeBuilder,
     checked_usage,
@@ -67,13 +67,11 @@ class SQLiteSource(Source):
             raise ConnectionFailedError(f"no such file: {path}")
         self._conn = connect_readonly(Path(path))  # importing never changes the source
         tables = {name.lower(): name for name in sqlite_tables(self._conn, path)}
+        self._conn.row_factory = sqlite3.Row  # its rows are read by column name
         self.advanced = "message_structure" in tables
         if messages_table is None and self.advanced:
             # The structure table's foreign key names the messages table it belongs to.
-            cursor = self._conn.execute("PRAGMA foreign_key_list(message_structure)")
-            columns = [column[0] for column in cursor.description]
-            for values in cursor:
-                key = dict(zip(columns, values, strict=True))
+            for key in self._conn.execute("PRAGMA foreign_key_list(message_structure)"):
                 if key["from"] == "message_id":
                     messages_table = key["table"]
         messages_table = messages_table or "agent_messages"
@@ -91,7 +89,7 @@ class SQLiteSource(Source):
         self._messages = _quote(tables[messages_table.lower()])
         self._usage = "turn_usage" in tables
 
-    def _query(self, sql: str, *params: Any) -> list[Any]:
+    def _query(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         try:
             return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
@@ -101,11 +99,12 @@ class SQLiteSource(Source):
         """Sessions in order of their first message (the rows of an id that is not UTF-8
         text are counted as skipped)."""
         rows = self._query(
-            f"SELECT session_id, count(*) FROM {self._messages} "
+            f"SELECT session_id, count(*) AS items FROM {self._messages} "
             "GROUP BY session_id ORDER BY min(id)"
         )
-        self.skipped = sum(count for sid, count in rows if isinstance(sid, bytes))
-        return [str(sid) for sid, _ in rows if not isinstance(sid, bytes)]
+        ids = [row["session_id"] for row in rows]
+        self.skipped = sum(row["items"] for row in rows if isinstance(row["session_id"], bytes))
+        return [str(sid) for sid in ids if not isinstance(sid, bytes)]
 
     async def aclose(self) -> None:
         """Close the read-only connection."""
@@ -113,8 +112,8 @@ class SQLiteSource(Source):
 
     async def total_items(self) -> int:
         """Rows of the messages table."""
-        [(count,)] = self._query(f"SELECT count(*) FROM {self._messages}")
-        return int(count)
+        [row] = self._query(f"SELECT count(*) AS items FROM {self._messages}")
+        return int(row["items"])
 
     async def load(self, session_id: str) -> SourceSession:
         """One session: linear, or its branches when it has AdvancedSQLiteSession structure."""
@@ -127,12 +126,12 @@ class SQLiteSource(Source):
             "WHERE session_id = ? ORDER BY id",
             session_id,
         )
-        return linear_session(session_id, rows)
+        return linear_session(session_id, map(_item_row, rows))
 
     def _load_branches(self, session_id: str) -> SourceSession:
         # Only messages with structure rows: the ones AdvancedSQLiteSession itself returns.
         rows = self._query(
-            f"""SELECT s.branch_id, s.message_id, m.message_data, m.created_at,
+            f"""SELECT s.branch_id, s.message_id AS id, m.message_data, m.created_at,
                        s.user_turn_number
                 FROM message_structure s JOIN {self._messages} m ON m.id = s.message_id
                 WHERE s.session_id = ?
@@ -140,9 +139,9 @@ class SQLiteSource(Source):
             session_id,
         )
         session = SourceSession(session_id)
-        branches: dict[str, list[tuple[Any, ...]]] = {}  # in order of first appearance
-        for branch_id, *message in rows:
-            branches.setdefault(branch_id, []).append(tuple(message))
+        branches: dict[str, list[sqlite3.Row]] = {}  # in order of first appearance
+        for row in rows:
+            branches.setdefault(row["branch_id"], []).append(row)
         usage_rows = (
             self._query(
                 """SELECT branch_id, user_turn_number, requests, input_tokens, output_tokens,
@@ -154,18 +153,18 @@ class SQLiteSource(Source):
             else []
         )
         usage = {}
-        for branch, turn, *row in usage_rows:
+        for row in usage_rows:
             counted = _turn_usage(row)
             if counted is None:
                 session.skipped += 1
             else:
-                usage[(branch, turn)] = counted
+                usage[(row["branch_id"], row["user_turn_number"])] = counted
         builder = TreeBuilder(session)
         # "main" first (the branch a new AdvancedSQLiteSession is on), then in creation order:
         # branches that share runs with it become siblings at their fork point.
         for branch in sorted(branches, key=lambda b: b != "main"):
-            turns = {message_id: turn for message_id, _, _, turn in branches[branch]}
-            runs = runs_of(((m, data, at) for m, data, at, _ in branches[branch]), session)
+            turns = {row["id"]: row["user_turn_number"] for row in branches[branch]}
+            runs = runs_of(map(_item_row, branches[branch]), session)
             for run, keys in runs:
                 run.usage = usage.get((branch, turns[keys[0]]))
             leaf = builder.add_path(run for run, _ in runs)
@@ -174,21 +173,26 @@ class SQLiteSource(Source):
         return session
 
 
-def _turn_usage(row: Sequence[Any]) -> Usage | None:
-    """A ``turn_usage`` row's usage; None if it holds something that is not a count."""
-    requests, input_tokens, output_tokens, total_tokens, input_details, output_details = row
+def _item_row(row: sqlite3.Row) -> SourceRow:
+    """A messages table's row, keyed by its ``id``."""
+    return SourceRow(row["id"], row["message_data"], row["created_at"])
 
-    def detail(data: Any, key: str) -> Any:
+
+def _turn_usage(row: sqlite3.Row) -> Usage | None:
+    """A ``turn_usage`` row's usage; None if it holds something that is not a count."""
+
+    def detail(column: str, key: str) -> Any:
+        data = row[column]
         parsed = decode_item(data) if data is not None else None
         return (parsed or {}).get(key)
 
     return checked_usage(
         {
-            "requests": requests,
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": total_tokens,
-            "cached_tokens": detail(input_details, "cached_tokens"),
-            "reasoning_tokens": detail(output_details, "reasoning_tokens"),
+            "requests": row["requests"],
+            "input_tokens": row["input_tokens"],
+            "output_tokens": row["output_tokens"],
+            "total_tokens": row["total_tokens"],
+            "cached_tokens": detail("input_tokens_details", "cached_tokens"),
+            "reasoning_tokens": detail("output_tokens_details", "reasoning_tokens"),
         }
     )

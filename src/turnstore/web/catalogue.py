@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.exceptions import HTTPException
 
@@ -31,6 +31,13 @@ PAGE_SORTS: dict[str, Callable[[SessionSummary], int]] = {
     "failed": lambda summary: summary.failed_runs + summary.failed_tool_calls,
 }
 SORTS = ("created", "updated", *PAGE_SORTS)
+
+
+class Listed(NamedTuple):
+    """One line of the sessions page: the session and its numbers."""
+
+    info: SessionInfo
+    summary: SessionSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +78,9 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
         order_by="updated_at" if sort == "updated" else "created_at",
     )
     summaries = await store.session_summaries([info.session_id for info in page])
-    rows = [(info, summaries[info.session_id]) for info in page]
+    rows = [Listed(info, summaries[info.session_id]) for info in page]
     if sort in PAGE_SORTS:  # the page's sessions by a number, largest first
-        rows.sort(key=lambda row: PAGE_SORTS[sort](row[1]), reverse=True)
+        rows.sort(key=lambda row: PAGE_SORTS[sort](row.summary), reverse=True)
     values.update(page=page, rows=rows, sort=sort, first_page=after is None)
     return values
 
