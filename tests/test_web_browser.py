@@ -10,6 +10,7 @@ as ``docs/session-page.png``.
 from __future__ import annotations
 
 import html
+import itertools
 import os
 import re
 import socket
@@ -325,13 +326,25 @@ def test_the_catalogue_shows_and_sorts_what_sessions_hold(
 # The writable viewer (`turnstore serve --writable`): every form, clicked as a user clicks it
 
 
+@pytest.fixture(scope="module")
+def writable_viewer(
+    target_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
+    """(base URL, database) of a live writable viewer, shared by the module's tests."""
+    directory = tmp_path_factory.mktemp("writable")
+    with database_target(target_backend, directory) as db, live_viewer(db, read_only=False) as base:
+        yield base, db
+
+
+_forks = itertools.count()
+
+
 @pytest.fixture
-def writable(new_target: Callable[[], str]) -> Iterator[tuple[str, Forked]]:
-    """(base URL, branches) of a live writable viewer over ``FORKED_ID`` alone."""
-    db = new_target()
-    forked = run_in_new_loop(lambda: build_forked(db))
-    with live_viewer(db, read_only=False) as base:
-        yield base, forked
+def writable(writable_viewer: tuple[str, str]) -> tuple[str, Forked]:
+    """(base URL, its session) of the writable viewer over a forked session of the test's own."""
+    base, db = writable_viewer
+    session_id = f"{FORKED_ID} {next(_forks)}"
+    return base, run_in_new_loop(lambda: build_forked(db, session_id))
 
 
 def _submit(page: Any, button: Any, status: int = 200) -> None:
@@ -366,7 +379,7 @@ EDITED = ["Question 0?", "Question 1?", "Question 2, edited?"]
 def test_make_this_branch_active(page: Any, writable: tuple[str, Forked]) -> None:
     base, forked = writable
     watch = Watch(page)
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     assert _conversation(page) == EDITED
     assert page.locator(".notice").count() == 0  # the active branch: nothing to make active
     page.locator(".branches").get_by_role("link", name="Question 3?").click()
@@ -378,7 +391,7 @@ def test_make_this_branch_active(page: Any, writable: tuple[str, Forked]) -> Non
     assert _conversation(page) == FIRST_VERSION
     assert "· active" in _current_branch(page)
     # The session's own page shows it: the head moved.
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     assert _conversation(page) == FIRST_VERSION
     assert watch.errors == [], watch.errors
 
@@ -390,9 +403,9 @@ def _name(page: Any, name: str, status: int = 200) -> None:
 
 
 def test_name_this_branch(page: Any, writable: tuple[str, Forked]) -> None:
-    base, _ = writable
+    base, forked = writable
     watch = Watch(page)
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     assert page.get_by_role("textbox", name="branch name").input_value() == ""
     _name(page, BRANCH_NAME)
     name = page.locator(".branches li.current .branch-name")
@@ -409,7 +422,7 @@ def test_name_this_branch(page: Any, writable: tuple[str, Forked]) -> None:
     _name(page, "edited", 400)
     assert page.locator(".error-box h1").inner_text() == "400 · Bad request"
     assert "edited" in page.locator(".error-box .detail").inner_text()
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     assert name.inner_text() == "edited"
     assert page.locator(".branches .branch-name").count() == 1
     _name(page, "")  # unnamed
@@ -420,19 +433,19 @@ def test_name_this_branch(page: Any, writable: tuple[str, Forked]) -> None:
 
 
 def test_make_a_named_branch_active(page: Any, writable: tuple[str, Forked]) -> None:
-    base, _ = writable
+    base, forked = writable
     watch = Watch(page)
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     _name(page, "edit")
     page.locator(".branches").get_by_role("link", name="Question 3?").click()
     page.locator(".notice").wait_for()
     _name(page, BRANCH_NAME)
     # One "Make active" button (named for its branch): on the named branch not active.
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     assert page.get_by_role("button", name="Make active", exact=True).count() == 0
     assert page.locator(".branches button").all_inner_texts() == ["Make active"]
     _submit(page, page.get_by_role("button", name=f"Make the branch {BRANCH_NAME} active"))
-    assert page.url == _session(base, FORKED_ID)
+    assert page.url == _session(base, forked.session_id)
     assert _conversation(page) == FIRST_VERSION
     assert page.locator(".notice").count() == 0
     assert _current_branch(page).startswith(BRANCH_NAME)
@@ -475,23 +488,24 @@ def test_forms_of_other_origins_are_refused(page: Any, writable: tuple[str, Fork
     ``null`` from a sandboxed or data: frame, or from a page that sends no referrers) is
     refused, and nothing changes."""
     base, forked = writable
-    page.goto(_session(base, FORKED_ID))
+    page.goto(_session(base, forked.session_id))
     token = page.locator("form.name-branch input[name=token]").get_attribute("value")
     fields = {"token": token, "run": str(forked.first_leaf)}
-    action = "/checkout/" + quote(FORKED_ID, safe="")
-    attackers = [
-        "http://attacker.test",
-        "http://127.0.0.1:1",
-        base.replace("127.0.0.1", "localhost"),  # a name the viewer answers to as well
+    action = "/checkout/" + quote(forked.session_id, safe="")
+    pages = _attack(base, action, fields)
+    # Every page from another site; from another port or name, the plain one (a frame's or
+    # a page's without referrers is "null" wherever it is).
+    attacks = [("http://attacker.test", source) for source in pages] + [
+        ("http://127.0.0.1:1", "another site"),
+        (base.replace("127.0.0.1", "localhost"), "another site"),  # the viewer answers there too
     ]
-    for origin in attackers:
-        for source, body in _attack(base, action, fields).items():
-            page.route(f"{origin}/", _serving(body))
-            page.goto(f"{origin}/")
-            frame = page.frame_locator("iframe") if "frame" in source else page
-            with page.expect_response(lambda r: r.request.method == "POST") as posted:
-                frame.get_by_role("button", name="Win").click()
-            assert posted.value.status == 403, (origin, source)
-            page.unroute(f"{origin}/")
-    page.goto(_session(base, FORKED_ID))
+    for origin, source in attacks:
+        page.route(f"{origin}/", _serving(pages[source]))
+        page.goto(f"{origin}/")
+        frame = page.frame_locator("iframe") if "frame" in source else page
+        with page.expect_response(lambda r: r.request.method == "POST") as posted:
+            frame.get_by_role("button", name="Win").click()
+        assert posted.value.status == 403, (origin, source)
+        page.unroute(f"{origin}/")
+    page.goto(_session(base, forked.session_id))
     assert _conversation(page) == EDITED  # still the active branch

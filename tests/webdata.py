@@ -128,7 +128,7 @@ async def build(db: str) -> Ids:
     )
 
 
-# A session whose third turn was edited, for the writable viewer's forms; its id needs quoting
+# Sessions whose third turn was edited, for the writable viewer's forms; their ids need quoting
 # in every URL the forms post to.
 FORKED_ID = "forks/α & β?#"
 FORKED_TURNS = 4
@@ -136,17 +136,18 @@ FORKED_TURNS = 4
 
 @dataclass(frozen=True)
 class Forked:
-    """The two branches of ``FORKED_ID``: the first version (inactive) and the edit (active)."""
+    """A session of two branches: the first version (inactive) and the edit (active)."""
 
+    session_id: str
     first_leaf: int  # the last of the FORKED_TURNS runs of the first version
     edited_leaf: int  # the edited third turn, the head
 
 
-async def build_forked(db: str) -> Forked:
-    """Write ``FORKED_ID`` into the database ``db`` names."""
+async def build_forked(db: str, session_id: str) -> Forked:
+    """Write such a session into the database ``db`` names."""
     async with Store.open(db) as store:
         ids = await store.add_runs(
-            FORKED_ID,
+            session_id,
             [
                 NewRun(
                     [user(f"Question {n}?"), assistant(f"Answer {n}.")],
@@ -156,8 +157,8 @@ async def build_forked(db: str) -> Forked:
             ],
             head=FORKED_TURNS - 1,
         )
-        edited = await store.fork(FORKED_ID, ids[2], "Question 2, edited?")
-    return Forked(first_leaf=ids[-1], edited_leaf=edited.id)
+        edited = await store.fork(session_id, ids[2], "Question 2, edited?")
+    return Forked(session_id, first_leaf=ids[-1], edited_leaf=edited.id)
 
 
 # Markup a search snippet may hold: each would make an element, run script or break out of an
