@@ -272,6 +272,7 @@ def test_jsonout_writes_records() -> None:
                 "created_at": "2025-01-02T03:04:05+00:00",
                 "updated_at": "2025-01-02T03:04:05+00:00",
                 "metadata": {"k": [1, 2]},
+                "unreadable_metadata": None,
             }
         ],
         "3": None,

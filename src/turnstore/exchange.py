@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, TypeVar, get_args
 
 from . import validate
 from .core.codec import prepare_items
-from .core.rows import RunRow, SessionRow, as_datetime
+from .core.rows import RunRow, SessionRow, as_datetime, stored_time
 from .core.statements import (
     BranchNameRow,
     CopyItemRow,
@@ -101,24 +101,34 @@ def run_record(run: Run, rows: RunRows) -> dict[str, Any]:
     docstring); times are datetimes, which ``jsonout.dumps`` writes as ISO 8601."""
     record = fields(run)
     record["item_times"] = [as_datetime(item.created_at) for item in rows.items]
-    record["tool_calls"] = [_row_record(call, ()) for call in rows.tool_calls]
-    record["model_responses"] = [_row_record(row, _PLACE) for row in rows.responses]
-    record["spans"] = [_row_record(span, _PLACE) for span in rows.spans]
+    record["tool_calls"] = [_row_record(call, "tool call", ()) for call in rows.tool_calls]
+    record["model_responses"] = [_row_record(row, "model call", _PLACE) for row in rows.responses]
+    record["spans"] = [_row_record(span, "span", _PLACE) for span in rows.spans]
     record["branch_name"] = rows.branch_name
     return record
 
 
-def _row_record(row: NamedTuple, leave: Sequence[str]) -> dict[str, Any]:
+def _row_record(row: NamedTuple, what: str, leave: Sequence[str]) -> dict[str, Any]:
+    """``row``'s columns but ``leave``, times as datetimes (``what`` names the row in a log)."""
     columns = _columns(type(row))
     return {
-        name: (
-            as_datetime(value)
-            if value is not None and columns[name].check is validate.iso_time
-            else value
-        )
+        name: _exported(value, columns[name].check, row, what, name)
         for name, value in row._asdict().items()
         if name not in leave
     }
+
+
+def _exported(value: Any, check: Check, row: Any, what: str, name: str) -> Any:
+    """A column's value as an export writes it. A time or number that is none (SQL by hand,
+    a record stored unchecked before issue 26) is written null, as the store reads it: the
+    export stays JSON (no NaN), and the rest of the row is kept."""
+    if value is None:
+        return None
+    if check is validate.iso_time:
+        return stored_time(value, f"{what} {row.id}'s {name}")
+    if check is _number and not (isinstance(value, (int, float)) and math.isfinite(value)):
+        return None
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -156,7 +156,13 @@ class Branch:
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A session's catalogue entry."""
+    """A session's catalogue entry.
+
+    ``unreadable_metadata`` is None, but for metadata stored that is not a JSON object within
+    the limits of metadata (written by SQL by hand, or a ``SessionPatch`` stored unchecked by
+    a version before issue 26): then it holds the stored text and ``metadata`` is ``{}``.
+    ``update_session(metadata=...)`` replaces it.
+    """
 
     session_id: str
     user_id: str | None
@@ -165,6 +171,7 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
+    unreadable_metadata: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +362,11 @@ class SessionPage:
 
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
-    """One model call of a run, as recorded by ``session.hooks``."""
+    """One model call of a run, as recorded by ``session.hooks``.
+
+    A time or latency is None when unknown: not recorded, or stored as a value that is no time
+    or number (by SQL by hand, or a record stored unchecked before issue 26).
+    """
 
     id: int
     session_id: str
@@ -366,7 +377,7 @@ class ModelResponse:
     request_id: str | None
     usage: Usage
     started_at: datetime | None
-    completed_at: datetime
+    completed_at: datetime | None
     latency_ms: float | None
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from typing import Any
 
 from . import validate
 from .core import transfer
-from .core.rows import RunRow, SessionRow, as_datetime
+from .core.rows import RunRow, SessionRow, as_datetime, stored_metadata
 from .core.transfer import Chunk, IdMap, match_runs
 from .errors import (
     ClosedError,
@@ -199,6 +198,13 @@ class _Copier:
         )
         if session is None:  # deleted in the source since it was listed
             return
+        if stored_metadata(session.metadata)[1] is not None:
+            self.summary.failed[sid] = (
+                "its metadata is not a JSON object (written by hand, or by a version before "
+                "issue 26): a copy carries every value exactly, so the session is not copied; "
+                "set the source's metadata with update_session(metadata=...) and copy again"
+            )
+            return
         stored, stored_runs = await self.target.backend.run(
             lambda: transfer.session_rows(sid), write=False
         )
@@ -240,7 +246,7 @@ class _Copier:
         return (
             stored.head_run_id == head
             and (stored.user_id, stored.title) == (session.user_id, session.title)
-            and _metadata(stored.metadata) == _metadata(session.metadata)
+            and stored_metadata(stored.metadata) == stored_metadata(session.metadata)
             and as_datetime(stored.created_at) == as_datetime(session.created_at)
             and as_datetime(stored.updated_at) == as_datetime(session.updated_at)
         )
@@ -249,7 +255,7 @@ class _Copier:
         self, session: SessionRow, runs: Sequence[RunRow], ids: IdMap, *, first: bool
     ) -> None:
         sid = session.session_id
-        metadata = _metadata_text(session.metadata)
+        metadata = session.metadata
         cuts = await self.source.backend.run(
             functools.partial(transfer.chunk_cuts, sid, runs), write=False
         )
@@ -286,12 +292,3 @@ class _Copier:
             await write((-1, None))
         else:
             await overlapped(range(len(slices)), read, write)
-
-
-def _metadata(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def _metadata_text(value: Any) -> str:
-    # JSON text on SQLite (kept as written); PostgreSQL's jsonb comes back decoded.
-    return value if isinstance(value, str) else validate.metadata(value)

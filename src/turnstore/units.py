@@ -12,6 +12,7 @@ and hours (``2.4 s``, ``3 min 05 s``, ``1 h 02 min``).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 __all__ = ["MS_DECIMALS", "duration_text", "elapsed_ms", "kept_ms"]
 
@@ -24,10 +25,16 @@ def elapsed_ms(start: float, end: float) -> float:
     return round((end - start) * 1000, MS_DECIMALS)
 
 
-def kept_ms(value: float | None) -> float | None:
+def kept_ms(value: Any) -> float | None:
     """A duration read back (an average, a percentile, a value stored before this rule) as
-    kept: milliseconds to the microsecond."""
-    return None if value is None else round(float(value), MS_DECIMALS)
+    kept: milliseconds to the microsecond. None when unknown: NULL, or a value that is no
+    finite number (text written by hand into SQLite's REAL column, NaN), which never fails a
+    listing."""
+    try:
+        ms = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return round(ms, MS_DECIMALS) if math.isfinite(ms) else None
 
 
 def duration_text(ms: float | None) -> str:

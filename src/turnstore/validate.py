@@ -48,6 +48,7 @@ __all__ = [
     "filter_id",
     "flag",
     "instance",
+    "json_object",
     "key",
     "lookup_id",
     "metadata",
@@ -397,8 +398,13 @@ def metadata(value: Any, name: str = "metadata") -> str:
 def metadata_text(value: Any, name: str = "metadata") -> str:
     """``value``, the JSON text of an object (a ``SessionPatch``'s metadata), as the text
     ``metadata`` stores for that object: one rule for metadata however it is given."""
+    return metadata(json_object(value, name), name)
+
+
+def json_object(value: Any, name: str) -> dict[str, Any]:
+    """The object ``value`` is the JSON text of (see ``text``), not yet checked as a value
+    (``metadata`` does that: NaN and Infinity parse, though JSON has neither)."""
     try:
-        # NaN and Infinity parse (JSON has neither): ``metadata`` refuses them as it re-encodes.
         decoded = json.loads(text(value, name))
     except (ValueError, RecursionError):  # InvalidOperationError is a ValueError
         raise InvalidOperationError(
@@ -408,7 +414,7 @@ def metadata_text(value: Any, name: str = "metadata") -> str:
         raise InvalidOperationError(
             f"{name} must be the JSON text of an object, got {type(decoded).__name__} text"
         )
-    return metadata(decoded, name)
+    return decoded
 
 
 _SCALARS = (str, int, float, bool, type(None))

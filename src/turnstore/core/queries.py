@@ -41,6 +41,7 @@ from .rows import (
     as_datetime,
     run_from_row,
     session_from_row,
+    stored_time,
     tool_call_from_row,
     usage_from_row,
 )
@@ -322,8 +323,8 @@ def model_responses(
             response_id=row.response_id,
             request_id=row.request_id,
             usage=usage_from_row(row),
-            started_at=as_datetime(row.started_at) if row.started_at is not None else None,
-            completed_at=as_datetime(row.completed_at),
+            started_at=stored_time(row.started_at, f"model call {row.id}'s started_at"),
+            completed_at=stored_time(row.completed_at, f"model call {row.id}'s completed_at"),
             latency_ms=kept_ms(row.latency_ms),
         )
         for row in rows

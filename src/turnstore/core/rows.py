@@ -10,11 +10,15 @@ sum of tokens is written from it.
 from __future__ import annotations
 
 import json
+import logging
+import math
 from dataclasses import fields
 from datetime import datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from .. import validate
+from ..errors import InvalidOperationError
 from ..model import Run, SessionInfo, ToolCall, Usage
 from ..units import kept_ms
 
@@ -31,10 +35,14 @@ __all__ = [
     "columns",
     "run_from_row",
     "session_from_row",
+    "stored_metadata",
+    "stored_time",
     "tool_call_from_row",
     "usage_from_row",
     "usage_params",
 ]
+
+log = logging.getLogger("turnstore")
 
 TOKEN_COLUMNS: tuple[str, ...] = tuple(field.name for field in fields(Usage))
 """The token columns of runs and model_responses: ``Usage``'s fields, named alike."""
@@ -61,6 +69,19 @@ def columns(row: type[Any], alias: str = "") -> str:
 def as_datetime(value: Any) -> datetime:
     """A timestamp as the driver returned it (datetime, or ISO text from SQLite)."""
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+def stored_time(value: Any, what: str) -> datetime | None:
+    """A timestamp a caller's record wrote (a tool call's timing, a model call's times) as the
+    driver returned it; None for NULL, and for text that is no time (written by hand, or
+    stored unchecked before issue 26), which is logged and never fails a listing."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        log.warning("%s is not a time (%s): read as unknown", what, validate.shown(value))
+        return None
 
 
 class RunRow(NamedTuple):
@@ -152,26 +173,73 @@ class SessionRow(NamedTuple):
     session_id: str
     user_id: str | None
     title: str | None
-    metadata: Any  # JSON text on SQLite, already decoded from jsonb on Postgres
+    metadata: str  # JSON text, on every backend (SESSION_COLUMNS)
     head_run_id: int | None
     created_at: Any
     updated_at: Any
 
 
-SESSION_COLUMNS = columns(SessionRow)
+# metadata as text on PostgreSQL too: its driver would decode jsonb itself, failing the whole
+# statement on a value nested past the parser's depth; stored_metadata reads it instead.
+SESSION_COLUMNS = ", ".join(
+    "CAST(metadata AS TEXT) AS metadata" if name == "metadata" else name
+    for name in SessionRow._fields
+)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"{number} is past any float")
+    return value
+
+
+# JSON as it is: NaN and Infinity (which json reads) and numbers past a float are not.
+_STRICT = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
+
+
+def stored_metadata(text: str) -> tuple[dict[str, Any], str | None]:
+    """A session's stored metadata: its object, and None; or ``{}`` and the stored text when
+    it is not metadata turnstore writes (``validate.metadata_text``: the JSON text of an
+    object within the limits of metadata), as SQL by hand, or a ``SessionPatch`` stored
+    unchecked before issue 26, can leave it."""
+    try:
+        value = _STRICT.decode(text)
+    except (TypeError, ValueError, RecursionError):
+        return {}, text
+    if type(value) is not dict:
+        return {}, text
+    # What else that rule refuses, text can hold only as a \u escape (NUL, a lone surrogate:
+    # the column's own characters are valid UTF-8) or as nesting: only such text pays for the
+    # rule's full check (a listing reads a page of sessions).
+    if "\\u" in text or text.count("[") + text.count("{") > validate.MAX_DEPTH:
+        try:
+            validate.metadata(value)
+        except InvalidOperationError:
+            return {}, text
+    return value, None
 
 
 def session_from_row(row: SessionRow) -> SessionInfo:
-    """Build a ``SessionInfo`` from a row of ``sessions``."""
-    metadata = row.metadata
+    """Build a ``SessionInfo`` from a row of ``sessions``; metadata that is not a JSON object
+    turnstore writes is read as ``{}``, its text kept in ``unreadable_metadata`` (and logged),
+    so that one such session never breaks a listing."""
+    metadata, unreadable = stored_metadata(row.metadata)
+    if unreadable is not None:
+        log.warning("session %r: its metadata is not a JSON object, read as {}", row.session_id)
     return SessionInfo(
         session_id=row.session_id,
         user_id=row.user_id,
         title=row.title,
-        metadata=json.loads(metadata) if isinstance(metadata, str) else (metadata or {}),
+        metadata=metadata,
         head_run_id=row.head_run_id,
         created_at=as_datetime(row.created_at),
         updated_at=as_datetime(row.updated_at),
+        unreadable_metadata=unreadable,
     )
 
 
@@ -211,7 +279,7 @@ def tool_call_from_row(row: ToolCallRow) -> ToolCall:
         status=row.status,
         error=row.error,
         created_at=as_datetime(row.created_at),
-        completed_at=as_datetime(row.completed_at) if row.completed_at is not None else None,
+        completed_at=stored_time(row.completed_at, f"tool call {row.id}'s completed_at"),
         duration_ms=kept_ms(row.duration_ms),
-        started_at=as_datetime(row.started_at) if row.started_at is not None else None,
+        started_at=stored_time(row.started_at, f"tool call {row.id}'s started_at"),
     )

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .. import validate
+from ..errors import StorageError
 from . import statements as S
 from .ops import Op
 from .rows import RunRow, SessionRow, as_datetime
@@ -234,7 +236,7 @@ def write_chunk(
                     "run_id": ids.runs[call.run_id],
                     "call_item_run": mapped(ids.runs, call.call_item_run),
                     "output_item_run": mapped(ids.runs, call.output_item_run),
-                    **_times(call, time, "created_at", "completed_at", "started_at"),
+                    **_times(call, time, "tool call", "created_at", "completed_at", "started_at"),
                 }
             )
         for response in chunk.responses:
@@ -243,7 +245,7 @@ def write_chunk(
                     **response._asdict(),
                     "sid": sid,
                     "run_id": ids.runs[response.run_id],
-                    **_times(response, time, "started_at", "completed_at"),
+                    **_times(response, time, "model call", "started_at", "completed_at"),
                 }
             )
         for span in chunk.spans:
@@ -252,7 +254,7 @@ def write_chunk(
                     **span._asdict(),
                     "sid": sid,
                     "run_id": ids.runs[span.run_id],
-                    **_times(span, time, "started_at", "ended_at"),
+                    **_times(span, time, "span", "started_at", "ended_at"),
                 }
             )
         for branch in chunk.branch_names:
@@ -316,8 +318,21 @@ def mapped(ids: Mapping[int, int], source_id: int | None) -> int | None:
     return ids.get(source_id) if source_id is not None else None
 
 
-def _times(row: Any, time: Time, *names: str) -> dict[str, Any]:
-    return {name: time(getattr(row, name)) for name in names}
+def _times(row: Any, time: Time, what: str, *names: str) -> dict[str, Any]:
+    """The times ``names`` of ``row`` (a ``what`` of the source) as the target binds them."""
+    times = {}
+    for name in names:
+        value = getattr(row, name)
+        try:
+            times[name] = time(value)
+        except (TypeError, ValueError):  # text that is no time, in a SQLite source
+            raise StorageError(
+                f"the source's {what} {row.id} holds a {name} that is not a time "
+                f"({validate.shown(value)}): a copy carries every value exactly, so the "
+                "copy of this session stops there; correct the value in the source and copy "
+                "again (it resumes)"
+            ) from None
+    return times
 
 
 def _copy_run(sid: str, run: RunRow, ids: IdMap, time: Time) -> Op[None]:
@@ -329,7 +344,7 @@ def _copy_run(sid: str, run: RunRow, ids: IdMap, time: Time) -> Op[None]:
             "parent_id": mapped(ids.runs, run.parent_id),
             "prior_run_id": mapped(ids.runs, run.prior_run_id),
             "compacted_by": compacted_by,
-            **_times(run, time, "created_at", "updated_at"),
+            **_times(run, time, "run", "created_at", "updated_at"),
         }
     )
     ids.runs[run.id] = new_id

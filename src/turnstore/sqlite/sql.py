@@ -254,6 +254,7 @@ _OWN: dict[Statement, str] = {
 # ---------------------------------------------------------------------------------------------
 # Queries and analytics (core/queries.py and the write side of append.py's hooks telemetry)
 
+# Metadata that is not JSON (SQL by hand) matches no filter, rather than failing the listing.
 _SESSIONS = f"""
     SELECT {SESSION_COLUMNS} FROM sessions
     WHERE {{user}} ({{order}}, session_id)
@@ -264,7 +265,8 @@ _SESSIONS = f"""
       AND (:updated_before IS NULL OR updated_at < :updated_before)
       AND (:meta IS NULL OR NOT EXISTS (
         SELECT 1 FROM json_each(:meta) f WHERE NOT EXISTS (
-            SELECT 1 FROM json_each(sessions.metadata) m
+            SELECT 1 FROM json_each(
+                CASE WHEN json_valid(sessions.metadata) THEN sessions.metadata END) m
             WHERE m.key = f.key AND m.atom IS f.atom
               AND (m.type = f.type
                    OR (m.type IN ('integer', 'real') AND f.type IN ('integer', 'real'))))))
