@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.e2e
 
 runner = CliRunner()
 LONG_AGO = "'2020-01-01 00:00:00.000000+00:00'"
+QUERIES_DOC = Path(__file__).resolve().parent.parent / "docs" / "queries.md"
 
 
 @pytest.fixture(autouse=True)
@@ -340,6 +342,72 @@ def test_query_cannot_attach_a_file(tmp_path: Path) -> None:
 
 def test_query_refuses_an_empty_statement(demo_db: str) -> None:
     assert "empty" in cli("query", "  ", "--db", demo_db, code=1).stderr
+
+
+COUNT_RUNS = "-- how many runs\nSELECT count(*) AS n FROM runs"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [COUNT_RUNS],  # before: "No such option: -- how many runs..."
+        ["--json", COUNT_RUNS],
+        ["--", COUNT_RUNS],  # the usual way to say "an argument, not an option"
+        ["--runs\nSELECT count(*) AS n FROM runs"],
+        ["-- n=3\nSELECT count(*) AS n FROM runs WHERE 1 = 1"],  # a comment holding an =
+    ],
+)
+def test_query_takes_sql_that_starts_with_a_comment(demo_db: str, args: list[str]) -> None:
+    out = cli("query", "--db", demo_db, "--json", *[a for a in args if a != "--json"]).stdout
+    assert json.loads(out) == [{"n": 3}]
+
+
+def test_query_runs_the_docs_blocks_that_start_with_a_comment(
+    demo_db: str, target_backend: str
+) -> None:
+    dialect = "PostgreSQL" if target_backend == "postgres" else "SQLite"
+    blocks = re.findall(r"```sql\n(-- [^\n]*\n.*?)```", QUERIES_DOC.read_text(), re.S)
+    ours = [b for b in blocks if b.startswith(f"-- {dialect}\n") and b.count(";") == 1]
+    assert ours  # the per-day usage, the search, …
+    for block in ours:
+        cli("query", block, "--db", demo_db, "--json")
+
+
+def test_query_reads_its_statement_from_a_file_or_stdin(demo_db: str, tmp_path: Path) -> None:
+    # A file an editor saved with a byte-order mark.
+    path = tmp_path / "count.sql"
+    path.write_bytes(b"\xef\xbb\xbf" + COUNT_RUNS.encode())
+    for args in (["-f", str(path)], ["--file", str(path)]):
+        assert json.loads(cli("query", *args, "--db", demo_db, "--json").stdout) == [{"n": 3}]
+    for args in (["-"], ["--file", "-"]):
+        result = runner.invoke(app, ["query", *args, "--db", demo_db, "--json"], input=COUNT_RUNS)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout) == [{"n": 3}]
+
+
+def test_query_refuses_a_statement_it_cannot_read(demo_db: str, tmp_path: Path) -> None:
+    assert "give the statement" in cli("query", "--db", demo_db, code=2).stderr
+    both = cli("query", "SELECT 1", "-f", str(tmp_path / "x.sql"), "--db", demo_db, code=2)
+    assert "both SQL and --file" in both.stderr
+    missing = cli("query", "-f", str(tmp_path / "none.sql"), "--db", demo_db, code=1)
+    assert missing.stderr.strip() == f"error: No such file or directory: {tmp_path / 'none.sql'}"
+    (tmp_path / "latin1.sql").write_bytes("SELECT 'café'".encode("latin-1"))
+    error = cli("query", "-f", str(tmp_path / "latin1.sql"), "--db", demo_db, "--json", code=1)
+    assert json_error(error) == {
+        "type": "InvalidOperationError",
+        "message": f"{tmp_path / 'latin1.sql'} is not UTF-8 text",
+    }
+    empty = runner.invoke(app, ["query", "-", "--db", demo_db], input="  \n")
+    assert empty.exit_code == 1
+    assert "empty" in empty.stderr
+
+
+def test_an_argument_with_a_space_after_its_dash_is_not_an_option(demo_db: str) -> None:
+    # Any command: a search for "-Paris x" (no option's name holds a space), while an option's
+    # value that looks so stays the option's.
+    assert cli("search", "-Paris weather", "--db", demo_db, "--json").stdout.strip() == "[]"
+    error = cli("query", "SELECT 1", "--db", "-- not a file", code=1).stderr
+    assert "-- not a file" in error
 
 
 async def _two_sessions(target: str) -> None:

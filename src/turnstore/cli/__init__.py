@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .app import COMMANDS, app, main
+from .app import COMMANDS, Command, app, main
 from .options import display_target as _shown
 from .output import safe_text
 
@@ -33,4 +33,4 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "__main__":  # that one runs the command line
         importlib.import_module(f"{__name__}.{_module.name}")
 for _rank, _command, _name in sorted(COMMANDS, key=lambda entry: entry[0]):
-    app.command(_name)(_command)
+    app.command(_name, cls=Command)(_command)

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .options import DEFAULT_DB, ENV_DB, DbOption, SchemaOption
 from .output import error_text, fail, json_errors, json_requested
 
-__all__ = ["COMMANDS", "app", "command", "main"]
+__all__ = ["COMMANDS", "Command", "app", "command", "main"]
 
 # Click's base of the errors it reports itself (a bad option value, an unknown option),
 # wherever this Typer takes Click from (newer releases carry a copy of their own).
@@ -61,6 +61,38 @@ class _Commands(TyperGroup):
             message = f"cannot write the output: {exc.strerror or exc}"
             typer.echo(error_text(message, type(exc).__name__), err=True)
             raise typer.Exit(1) from None
+
+
+class Command(TyperCommand):
+    """A command whose arguments may start with a dash: SQL that opens with a comment
+    (``-- what this reads``), a search for ``-refund policy``. A token that starts with ``-``
+    and holds whitespace before any ``=`` cannot be an option (no option's name holds any), so
+    it is taken as an argument, as if written after ``--`` (which still works)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        if not any(_not_an_option(token) for token in args[:end]):
+            return super().parse_args(ctx, args)
+        valued = {
+            name
+            for param in self.params
+            if param.param_type_name == "option" and not getattr(param, "is_flag", False)
+            for name in (*param.opts, *param.secondary_opts)
+        }
+        options: list[str] = []
+        arguments: list[str] = []
+        value_next = False  # the token before was an option that takes a value
+        for token in args[:end]:
+            if value_next or (token.startswith("-") and token != "-" and not _not_an_option(token)):
+                options.append(token)
+                value_next = not value_next and token in valued
+            else:
+                arguments.append(token)
+        return super().parse_args(ctx, [*options, "--", *arguments, *args[end + 1 :]])
+
+
+def _not_an_option(token: str) -> bool:
+    return token.startswith("-") and any(c.isspace() for c in token.partition("=")[0])
 
 
 def _drop_stdout() -> None:

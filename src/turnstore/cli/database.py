@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .. import Store
@@ -18,7 +18,7 @@ from ..inspection import sqlite_file
 from .options import ENV_DB
 from .output import fail
 
-__all__ = ["check_database", "open_store", "run_command"]
+__all__ = ["check_database", "command_errors", "open_store", "run_command"]
 
 T = TypeVar("T")
 
@@ -72,10 +72,12 @@ async def open_store(
         await store.aclose()
 
 
-def run_command(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; an error becomes one line on stderr and exit status 1."""
+@contextlib.contextmanager
+def command_errors() -> Iterator[None]:
+    """An error inside becomes one line on stderr and exit status 1 (2: a non-UTF-8
+    argument)."""
     try:
-        return asyncio.run(coro)
+        yield
     except TurnstoreError as exc:
         raise fail(str(exc), kind=type(exc).__name__) from None
     except UnicodeEncodeError as exc:  # a non-UTF-8 argument (decoded with surrogates)
@@ -85,3 +87,10 @@ def run_command(coro: Coroutine[Any, Any, T]) -> T:
         raise  # stdout's reader is gone (`| head`): the root command ends quietly
     except OSError as exc:  # e.g. an --output file that cannot be written
         raise fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)) from None
+
+
+def run_command(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; an error becomes one line on stderr (``command_errors``)."""
+    with command_errors():
+        result = asyncio.run(coro)
+    return result

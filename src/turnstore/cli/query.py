@@ -11,9 +11,11 @@ a backend, reloading its configuration) is left to the role's privileges: docs/c
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,7 +25,7 @@ from rich.text import Text
 from ..core.ops import Fetch, Op, Query
 from ..errors import InvalidOperationError
 from .app import command
-from .database import open_store, run_command
+from .database import command_errors, open_store, run_command
 from .options import (
     CsvOption,
     DbOption,
@@ -34,7 +36,7 @@ from .options import (
     output_format,
     resolve_target,
 )
-from .output import Format, make_console, make_table, print_records, safe_text, say
+from .output import Format, fail, make_console, make_table, print_records, safe_text, say
 
 __all__ = ["query"]
 
@@ -82,17 +84,50 @@ def _names(columns: Sequence[str]) -> list[str]:
     return names
 
 
+def _statement(sql: str | None, file: str | None) -> str:
+    """The statement: the argument, or what ``--file`` holds; ``-`` for either reads stdin
+    (read before the command runs, so that Ctrl-C ends a wait for it at once)."""
+    source = file if file is not None else sql
+    if source is None or (sql is not None and file is not None):
+        given = "no SQL" if source is None else "both SQL and --file"
+        raise fail(
+            f"{given}: give the statement as SQL or in --file FILE (- reads stdin)",
+            2,
+            "UsageError",
+        )
+    if file is None and source != "-":
+        return source
+    with command_errors():
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        try:
+            return data.decode("utf-8-sig")  # an editor's byte-order mark is not SQL
+        except UnicodeDecodeError:
+            name = "stdin" if source == "-" else source
+            raise InvalidOperationError(f"{name} is not UTF-8 text") from None
+
+
 @command(80)
 def query(
     ctx: typer.Context,
     sql: Annotated[
-        str,
+        str | None,
         typer.Argument(
             metavar="SQL",
-            help="One SQL statement that reads (SELECT, WITH …, EXPLAIN, PRAGMA on SQLite).",
+            help="One SQL statement that reads (SELECT, WITH …, EXPLAIN, PRAGMA on SQLite); "
+            "- reads it from stdin. One that starts with a -- comment is taken as SQL.",
             show_default=False,
         ),
-    ],
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option(
+            "--file",
+            "-f",
+            metavar="FILE",
+            help="Read the statement from FILE (- for stdin) instead.",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -102,14 +137,17 @@ def query(
 ) -> None:
     """Run one read-only SQL statement and print its rows (the tables: docs/queries.md).
 
+    The statement is the SQL argument, or read from --file FILE; - reads stdin.
+
     The database is opened read-only: a statement that writes is refused."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
+    statement = _statement(sql, file)
 
     async def go() -> tuple[list[str], list[Sequence[Any]]]:
-        if not sql.strip():
+        if not statement.strip():
             raise InvalidOperationError("the SQL statement is empty")
         async with open_store(resolve_target(ctx, db, schema)) as store:
-            return await store.backend.run(lambda: _select(sql), write=False)
+            return await store.backend.run(lambda: _select(statement), write=False)
 
     columns, rows = run_command(go())
     names = _names(columns)
