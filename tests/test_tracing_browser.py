@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from builders import run_in_new_loop
+from conftest import database_target
 from test_tracing import STORED_ERROR, converse, tracing_on
 from test_web_browser import Watch, _screenshot, browser, live_viewer, page
 from turnstore import Store, StructuredSession, tracing
@@ -20,20 +21,23 @@ __all__ = ["browser", "page"]  # the fixtures, shared
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[int]]]:
-    """(base URL, run ids) of a live viewer over the acceptance conversation, traced."""
-    db = str(tmp_path_factory.mktemp("traced") / "traced.db")
+def traced(
+    target_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, list[int]]]:
+    """(base URL, run ids) of a live viewer over the acceptance conversation, traced, on each
+    of the backends a viewer serves."""
+    with database_target(target_backend, tmp_path_factory.mktemp("traced")) as db:
 
-    async def build() -> list[int]:
-        async with Store.open(db) as store:
-            await converse("run", StructuredSession("traced", store))
-            await tracing.aflush()
-            return [run.id for run in await store.runs("traced")]
+        async def build() -> list[int]:
+            async with Store.open(db) as store:
+                await converse("run", StructuredSession("traced", store))
+                await tracing.aflush()
+                return [run.id for run in await store.runs("traced")]
 
-    with tracing_on():
-        runs = run_in_new_loop(build)
-    with live_viewer(db) as base:
-        yield base, runs
+        with tracing_on():
+            runs = run_in_new_loop(build)
+        with live_viewer(db) as base:
+            yield base, runs
 
 
 def test_the_timeline_shows_the_failed_span(page: Any, traced: tuple[str, list[int]]) -> None:
