@@ -8,10 +8,12 @@ child process imports the module its target lives in: the tests start these thro
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import multiprocessing.context
+import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from builders import assistant, call, output, user
@@ -168,4 +170,40 @@ def adopting_process(path: str, session_ids: list[str], start: Any) -> None:
                 await session.aclose()
 
     start.wait()
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------
+# Pops racing on one session
+
+
+async def pop_all(stores: Sequence[Store], session_id: str, pops: int) -> list[Any]:
+    """``pops`` pop_item calls on ``session_id`` at once, spread over ``stores``."""
+    return list(
+        await asyncio.gather(*(stores[n % len(stores)].pop_item(session_id) for n in range(pops)))
+    )
+
+
+def popper_main() -> None:
+    """A process of its own, started as ``python [-O] -c "import workers;
+    workers.popper_main()" JSON`` (JSON: target, options, session_id, pops, stores).
+
+    Opens the stores, says ``ready`` (``ready optimised`` under ``-O``), waits for a line on
+    stdin, then races ``pop_all`` and prints what it popped as one JSON line.
+    """
+    target, options, session_id, pops, stores = json.loads(sys.argv[1])
+
+    async def main() -> None:
+        opened = [Store.open(target, **options) for _ in range(stores)]
+        try:
+            for store in opened:  # each pool connected before the race
+                await store.get_items(session_id, limit=1)
+            print("ready" if __debug__ else "ready optimised", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            popped = await pop_all(opened, session_id, pops)
+        finally:
+            for store in opened:
+                await store.aclose()
+        print(json.dumps(popped), flush=True)
+
     asyncio.run(main())

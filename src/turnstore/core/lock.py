@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import StorageError
 from . import statements as S
 from .ops import Capability, Op, supports
 from .statements import HeadRow
@@ -39,23 +40,26 @@ def lock_session(
     empty): popping from, or adding nothing to, an unknown session must not catalogue it.
     """
     row: HeadRow | None = None
-    if create:
-        params = {"sid": session_id, "now": now, "title": title}
-        # One statement where the backend can (SQLite: an upsert that returns the head).
-        # Postgres cannot: RETURNING would read the head's run from the snapshot taken
-        # before the statement waited for the row lock, so it locks first and reads after.
-        if supports(Capability.UPSERT_HEAD):
-            row = yield S.UPSERT_HEAD(params)
-        else:
-            yield S.ENSURE_SESSION(params)
+    # PostgreSQL locks first and reads the head after, in a statement of its own: one that
+    # waited for the lock would read the head's run from the snapshot taken before it waited
+    # (a run the writer it waited for may have deleted). SQLite's BEGIN IMMEDIATE holds the
+    # lock already, so it creates and reads in one statement where it can.
+    if not create:
+        yield S.LOCK_SESSION({"sid": session_id})
+    elif supports(Capability.UPSERT_HEAD):
+        row = yield S.UPSERT_HEAD({"sid": session_id, "now": now, "title": title})
+    else:
+        yield S.ENSURE_SESSION({"sid": session_id, "now": now, "title": title})
     if row is None:
         row = yield S.LOCK_HEAD({"sid": session_id})
     if row is None:
         return Head(None)
     if row.id is None:
         return Head(None, indexed_through=row.indexed_through)
-    assert row.depth is not None
-    assert row.item_count is not None
+    if row.depth is None or row.item_count is None:
+        raise StorageError(
+            f"the head of session {session_id!r} names run {row.id}, which does not exist"
+        )
     return Head(
         row.id,
         row.depth,

@@ -361,6 +361,8 @@ ENSURE_SESSION = Execute(
             title = coalesce(sessions.title, excluded.title)""",
 )
 UPSERT_HEAD = One("upsert_head", needs=Capability.UPSERT_HEAD, row=HeadRow)
+# Lock the row of a session that may not exist (nothing to lock then), without creating it.
+LOCK_SESSION = Execute("lock_session")
 LOCK_HEAD = One("lock_head", row=HeadRow)
 SET_HEAD = Execute(
     "set_head",

@@ -83,14 +83,17 @@ _OWN: dict[Statement, str] = {
     S.DATABASE_IDENTITY: """
         SELECT concat_ws(' ', pg_postmaster_start_time(), d.oid, current_schema()) AS identity
         FROM pg_database d WHERE d.datname = current_database()""",
-    # ENSURE_SESSION's ON CONFLICT DO UPDATE locks the session row even when the WHERE is
-    # false: this is the lock that serialises writers of one session (LOCK_HEAD then re-reads
-    # under it; see core.lock.lock_session). Every table names the session parameter: Citus
-    # refuses FOR UPDATE in a statement whose subquery is only correlated to the outer row.
     # Always "forget": the DELETE is queued and travels with the next statement (no round
     # trip of its own), and a subquery in an INSERT is not one Citus routes: so no guess of
     # the head either (the row lock is taken after the claim, so it could be stale anyway).
     S.CLAIM_OPERATION: S.claim_operation_sql("true", "CAST(:result AS text)"),
+    # The lock that serialises the writers of one session is its row's: ENSURE_SESSION's ON
+    # CONFLICT DO UPDATE takes it (even when the WHERE is false), or LOCK_SESSION where the
+    # session is not to be created. LOCK_HEAD then reads the head in a statement of its own,
+    # whose snapshot is taken once the lock is held (core.lock.lock_session): a statement that
+    # waited for the lock would join the session row, re-read, to the head run it read before
+    # waiting, which the writer it waited for may have deleted (NULL run columns).
+    S.LOCK_SESSION: "SELECT 1 FROM sessions WHERE session_id = :sid FOR UPDATE",
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c
@@ -98,8 +101,7 @@ _OWN: dict[Statement, str] = {
             NULL::bigint AS indexed_through, r.status
         FROM sessions s
         LEFT JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id
-        WHERE s.session_id = :sid
-        FOR UPDATE OF s""",
+        WHERE s.session_id = :sid""",
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
     S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("GREATEST"),
     S.PUT_SESSION: S.put_session_sql("CAST(:metadata AS jsonb)"),

@@ -81,6 +81,8 @@ _OWN: dict[Statement, str] = {
         """coalesce(:result, (SELECT CAST(head_run_id AS TEXT) FROM sessions
                               WHERE session_id = :sid AND :head))""",
     ),
+    # BEGIN IMMEDIATE holds the database's write lock already: nothing more to take.
+    S.LOCK_SESSION: "SELECT 1 FROM sessions WHERE session_id = :sid",
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id) AS has_children,
