@@ -34,6 +34,7 @@ from turnstore import (
     InvalidItemError,
     InvalidOperationError,
     RunNotFoundError,
+    StorageError,
     Store,
     StructuredSession,
     TurnstoreError,
@@ -319,6 +320,35 @@ def test_an_item_is_stored_only_when_every_value_survives(
         assert loop.run_until_complete(store.session(session_id)) is None
     else:
         assert loop.run_until_complete(write()) == [json.loads(json.dumps(item))]
+
+
+# ---------------------------------------------------------------------------------------------
+# A database changed by hand: a turnstore error that changes nothing, never an assert (which
+# python -O skips)
+
+
+async def test_a_head_naming_a_missing_run_is_a_storage_error(store: Store) -> None:
+    await store.add_items("s", [user("q"), assistant("a")])
+    await sql(store, "UPDATE sessions SET head_run_id = 9999 WHERE session_id = 's'", write=True)
+    before = await snapshot(store)
+    writes: list[Callable[[], Awaitable[Any]]] = [
+        lambda: store.pop_item("s"),
+        lambda: store.add_items("s", [user("more")]),
+        lambda: store.compact("s", [{"type": "compaction", "encrypted_content": "x"}]),
+    ]
+    for write in writes:
+        with pytest.raises(StorageError, match="names run 9999, which does not exist"):
+            await write()
+    assert await snapshot(store) == before
+
+
+async def test_popping_a_head_run_without_items_is_a_storage_error(store: Store) -> None:
+    await store.add_items("s", [user("q"), assistant("a")])
+    await sql(store, "DELETE FROM items WHERE session_id = 's'", write=True)
+    before = await snapshot(store)
+    with pytest.raises(StorageError, match="holds no items"):
+        await store.pop_item("s")
+    assert await snapshot(store) == before
 
 
 # ---------------------------------------------------------------------------------------------

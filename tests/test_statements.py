@@ -115,6 +115,15 @@ def test_a_column_out_of_place_fails_loudly() -> None:
         check_columns(S.LOCK_HEAD, [*description, ("extra", None)])
 
 
+def test_row_types_that_extend_another_keep_its_columns_first() -> None:
+    # Records are built from the leading fields (``run_from_row`` reads a window's row as a
+    # run's; a copied tool call begins as a tool call), and usage from the token columns.
+    assert S.PathWindowRow._fields[: len(S.RunRow._fields)] == S.RunRow._fields
+    assert S.CopyToolCallRow._fields[: len(S.ToolCallRow._fields)] == S.ToolCallRow._fields
+    for row in (S.RunRow, S.ModelResponseRow, S.UsageSumRow):
+        assert set(TOKEN_COLUMNS) <= set(row._fields), row
+
+
 def test_the_token_columns_are_usage_s_fields() -> None:
     assert tuple(Usage.__slots__) == TOKEN_COLUMNS
     usage = Usage(1, 2, 3, 4, 5, 6)

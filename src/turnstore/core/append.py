@@ -40,8 +40,7 @@ def apply_append(
 ) -> Op[int]:
     """Write ``batch`` after ``head``; return the id of the run it ends in."""
     plan = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
-    assert plan.last.id is not None
-    return plan.last.id
+    return plan.last.written_id
 
 
 def _apply_append_run(
@@ -97,10 +96,9 @@ def _apply_append_run(
     # statement instead of a round trip each.
     named = None if head.indexed_through is not None else _named_items(plan)
     for item in items:
-        assert item.run.id is not None
         item.id = item.run.newest_item_id = yield from insert_item(
             sid,
-            item.run.id,
+            item.run.written_id,
             item.position,
             item.prepared,
             now,
@@ -276,11 +274,11 @@ def append(
         # A new question below a run still under way: its Runner call ended without an answer.
         yield S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
     last = plan.last
-    assert last.id is not None
-    if last.id != head.id:  # ensure_session already stamped updated_at
-        yield from set_head(session_id, last.id, now)
+    last_id = last.written_id
+    if last_id != head.id:  # ensure_session already stamped updated_at
+        yield from set_head(session_id, last_id, now)
     if telemetry:
-        target = head.id if head.id is not None else last.id
+        target = head.id if head.id is not None else last_id
         yield from record_telemetry(session_id, target, telemetry)
     newest = last.newest_item_id
     if (
@@ -358,16 +356,16 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
             # As ``append`` does for a question written below a run still under way.
             yield S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
         last = plan.last
-        assert last.id is not None
-        written[last.id] = Head(
-            last.id,
+        last_id = last.written_id
+        written[last_id] = Head(
+            last_id,
             last.depth,
             last.item_count,
             last.resolved_parent_id,
             # The plan's status, or the stored one it leaves as it is (the parent's, then).
             status=last.status if last.status is not None else parent.status,
         )
-        ids.append(last.id)
+        ids.append(last_id)
     yield from index_backlog()
     # apply_append never moves the head: only this does, once.
     yield from set_head(session_id, ids[head] if head is not None else original.id, now)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ConflictError
 from ..model import SessionInfo, SessionPatch
 from . import statements as S
 from .ops import Op
@@ -29,5 +30,6 @@ def update_session(session_id: str, patch: SessionPatch, now: Any) -> Op[Session
     yield S.ENSURE_SESSION({"sid": session_id, "now": now, "title": None})
     yield from patch_session(session_id, patch, now)
     info = yield from session_info(session_id)
-    assert info is not None
+    if info is None:  # the row this transaction locked: never, unless changed by hand
+        raise ConflictError(f"session {session_id!r} was deleted while it was updated")
     return info

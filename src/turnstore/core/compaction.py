@@ -90,7 +90,8 @@ def compact(
     else:
         first_id, _ = replaced[0]
         place: S.ItemPlaceRow | None = yield S.ITEM_PLACE({"sid": session_id, "id": first_id})
-        assert place is not None  # ``replaced`` are the newest rows: they exist
+        if place is None:  # no longer there: not the newest rows any more
+            return False
         first = yield from find_run(session_id, place.run_id)
         depth = first.depth
         prior = first.parent_id if first.kind is None else first.prior_run_id
@@ -102,7 +103,7 @@ def compact(
     items = [*copied, *batch]
     compaction_id: int | None = None
     if items:
-        compaction_id = yield S.INSERT_COMPACTION_RUN(
+        inserted: int = yield S.INSERT_COMPACTION_RUN(
             {
                 "sid": session_id,
                 "parent_id": head.id,
@@ -112,11 +113,9 @@ def compact(
                 "now": now,
             }
         )
-        assert compaction_id is not None
+        compaction_id = inserted
         for position, prepared in enumerate(items):
-            yield from insert_item(
-                session_id, compaction_id, position, prepared, now, want_id=False
-            )
+            yield from insert_item(session_id, inserted, position, prepared, now, want_id=False)
     if head.id is not None:
         yield S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
     # With nothing to hold, no compaction run: the view ends where the replaced runs began.

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from ..errors import ConflictError, InvalidOperationError
+from ..errors import ConflictError, InvalidOperationError, StorageError
 from ..items import classify
 from ..model import Run
 from . import statements as S
@@ -50,7 +50,11 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         if head.id is None:
             return None
         last: S.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": head.id})
-        assert last is not None  # a run holds an item at least
+        if last is None:  # every run holds an item: not one written by turnstore
+            raise StorageError(
+                f"run {head.id}, the head of session {session_id!r}, holds no items; "
+                "nothing was popped"
+            )
         item_id, position = last.id, last.position
         shared: int | None = yield S.FIRST_CHILD({"sid": session_id, "id": head.id})
         if shared is not None:

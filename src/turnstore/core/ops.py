@@ -146,7 +146,8 @@ class _Rows(Statement, Generic[R]):
     row: type[R] | None = None
 
     def __post_init__(self) -> None:
-        assert self.row is not None, self.name
+        if self.row is None:
+            raise TypeError(f"statement {self.name} names no row type")
         object.__setattr__(self, "columns", tuple(self.row._fields))  # type: ignore[attr-defined]
         # The row type's _make without its Python frame and length check (the driver checks
         # the columns once per statement): one C call per row read.
@@ -175,7 +176,8 @@ class _Column(Statement, Generic[R]):
     holds: type[R] | None = None  # what the column holds (for the reader's type checker)
 
     def __post_init__(self) -> None:
-        assert self.column, self.name
+        if not self.column:
+            raise TypeError(f"statement {self.name} names no column")
         object.__setattr__(self, "columns", (self.column,))
 
 

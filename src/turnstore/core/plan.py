@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..errors import InvalidOperationError, StorageError
 from ..items import ItemInfo
 from ..model import COMPLETED, IN_PROGRESS, INTERRUPTED, RunStatus
 from ..toolcalls import (
@@ -45,6 +46,13 @@ class _PlanRun:
     @property
     def resolved_parent_id(self) -> int | None:
         return self.parent.id if self.parent is not None else self.parent_id
+
+    @property
+    def written_id(self) -> int:
+        """The run's id, once ``append`` has written it (before any of its items)."""
+        if self.id is None:
+            raise StorageError("a run of the append was not written before its id was needed")
+        return self.id
 
 
 @dataclass(slots=True, eq=False)
@@ -180,8 +188,8 @@ def plan_append(
             call.status = output_call_status(info.status, info.error, info.output)
             call.error = output_error(info.error, info.output)
             call.completed = True
-    assert current is not None
-    assert credited is not None
+    if current is None or credited is None:
+        raise InvalidOperationError("an append needs at least one item")
     for call in pending.values():  # a call the batch leaves unanswered: awaiting approval
         if call.status == PENDING:  # not one the model left failed or incomplete
             call.run.status = INTERRUPTED

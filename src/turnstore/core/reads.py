@@ -160,7 +160,8 @@ def path_view(
     else:
         anchor = yield from find_run(session_id, through)
         leaf: S.RunDepthRow | None = yield S.DESCEND({"sid": session_id, "id": anchor.id})
-        assert leaf is not None  # the anchor itself, at least
+        if leaf is None:  # the anchor itself, at least, unless it is gone
+            raise RunNotFoundError(f"no run {through} in session {session_id!r}")
         leaf_id, leaf_depth = leaf.id, leaf.depth
     if start is not None:
         lo = max(0, start)

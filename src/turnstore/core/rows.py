@@ -141,8 +141,6 @@ class PathWindowRow(NamedTuple):
 
 
 RUN_COLUMNS = columns(RunRow)
-assert PathWindowRow._fields[: len(RunRow._fields)] == RunRow._fields
-assert set(TOKEN_COLUMNS) <= set(RunRow._fields)
 
 
 def run_from_row(row: RunRow | PathWindowRow) -> Run:

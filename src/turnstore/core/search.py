@@ -132,14 +132,14 @@ def parse_search(text: str) -> SearchQuery:
     excluded: list[_Term] = []
     join_next = False
     for match in _TERM.finditer(text):
-        negate, phrase, word = match.group(1), match.group(2), match.group(3)
+        # A match is a phrase or a word (never empty): no word where it is a phrase.
+        negate, phrase, word = match.group(1), match.group(2), match.group(3) or ""
         if word == "OR" and not negate:
             join_next = bool(groups)
             continue
         if phrase is not None:
             term = _Term(" ".join(phrase.split()))
         else:
-            assert word is not None
             prefix = word.endswith("*") and _searchable(word)
             term = _Term(word.rstrip("*") if prefix else word, prefix=prefix)
         if not _searchable(term.text):

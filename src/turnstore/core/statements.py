@@ -228,9 +228,6 @@ class CopyToolCallRow(NamedTuple):
     output_item_position: int | None
 
 
-assert CopyToolCallRow._fields[: len(ToolCallRow._fields)] == ToolCallRow._fields
-
-
 class SessionItemsRow(NamedTuple):
     session_id: str
     items: int
@@ -254,9 +251,6 @@ class SearchRow(NamedTuple):
     snippet: str | None
     rank: float
 
-
-for _row in (ModelResponseRow, UsageSumRow):
-    assert set(TOKEN_COLUMNS) <= set(_row._fields), _row
 
 TOKENS = ", ".join(TOKEN_COLUMNS)
 """The token columns, as a select or insert list."""
@@ -926,5 +920,3 @@ STATEMENTS: tuple[Statement, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Statement)
 )
 """Every statement, in declaration order."""
-
-assert len({statement.name for statement in STATEMENTS}) == len(STATEMENTS)

@@ -173,10 +173,10 @@ class Transactions:
         try:
             while True:
                 query = step(op, result, capabilities)
-                if query.raw:
-                    result = await _raw(conn, query)
-                    continue
                 statement: Any = query.statement
+                if query.raw:  # the SQL itself (Query's signature says so)
+                    result = await _raw(conn, statement, query)
+                    continue
                 try:
                     text = sql[statement]
                 except KeyError:
@@ -199,23 +199,22 @@ class Transactions:
             return stop.value  # type: ignore[no-any-return]
 
 
-async def _raw(conn: psycopg.AsyncConnection[Any], query: Query) -> Any:
-    """Run raw SQL (migrations, tests, a user's query: ``Fetch.TABLE``)."""
-    assert isinstance(query.statement, str)
+async def _raw(conn: psycopg.AsyncConnection[Any], text: str, query: Query) -> Any:
+    """Run ``text``, the raw SQL of ``query`` (migrations, tests, a user's query:
+    ``Fetch.TABLE``)."""
     if query.fetch is Fetch.TABLE:
         # Parameters (none) send it by the extended protocol, which takes one statement only;
         # a % is then a placeholder's sign, hence doubled.
-        cursor = await conn.execute(query.statement.replace("%", "%%"), {})
+        cursor = await conn.execute(text.replace("%", "%%"), {})
         rows = await cursor.fetchall()  # first: in a pipeline, the description comes with them
         return [column.name for column in cursor.description or ()], rows
     # No parameters: the text is sent as is (a raw % needs no escaping).
-    cursor = await conn.execute(query.statement, query.params or None)
+    cursor = await conn.execute(text, query.params or None)
     if query.fetch is Fetch.ONE:
         return await cursor.fetchone()
     if query.fetch is Fetch.ALL:
         return await cursor.fetchall()
     if query.fetch is Fetch.ID:  # the statement's RETURNING id
         row = await cursor.fetchone()
-        assert row is not None
-        return row[0]
+        return None if row is None else row[0]
     return None

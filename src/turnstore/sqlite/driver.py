@@ -212,9 +212,8 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             raise driver_error(exc, self.path) from exc
 
-    def _drive(self, op: Op[T]) -> T:
-        assert self._conn is not None
-        cursor = self._conn.cursor()  # one for the whole operation: a statement is ~10 us
+    def _drive(self, conn: sqlite3.Connection, op: Op[T]) -> T:
+        cursor = conn.cursor()  # one for the whole operation: a statement is ~10 us
         execute = cursor.execute
         sql, checked = DIALECT.sql, DIALECT.checked
         result: Any = None
@@ -222,10 +221,10 @@ class SQLiteBackend:
         try:
             while True:
                 query = op.send(result)
-                if query.raw:
-                    result = self._raw(cursor, query)
-                    continue
                 statement: Any = query.statement
+                if query.raw:  # the SQL itself (Query's signature says so)
+                    result = self._raw(cursor, statement, query)
+                    continue
                 try:
                     text = sql[statement]
                 except KeyError:
@@ -249,12 +248,12 @@ class SQLiteBackend:
         finally:
             DRIVING.reset(driving)
 
-    def _raw(self, cursor: sqlite3.Cursor, query: Query) -> Any:
-        """Run raw SQL (migrations, tests, a user's query: ``Fetch.TABLE``)."""
-        assert isinstance(query.statement, str)
+    def _raw(self, cursor: sqlite3.Cursor, text: str, query: Query) -> Any:
+        """Run ``text``, the raw SQL of ``query`` (migrations, tests, a user's query:
+        ``Fetch.TABLE``)."""
         if query.fetch is Fetch.TABLE:
-            return _table(cursor, query.statement)
-        cursor.execute(query.statement, query.params)
+            return _table(cursor, text)
+        cursor.execute(text, query.params)
         if query.fetch is Fetch.ONE:
             return cursor.fetchone()
         if query.fetch is Fetch.ALL:
@@ -267,7 +266,7 @@ class SQLiteBackend:
             raise ClosedError("the store is closed")
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            result = self._drive(op())
+            result = self._drive(conn, op())
             conn.execute("COMMIT")
             if write and self._checkpointer is not None:
                 self._checkpointer.poke()

@@ -100,13 +100,13 @@ class _Finished:
         self.binding = found
 
 
-def _records(batch: list[_Finished]) -> dict[tuple[int, str], tuple[Any, list[SpanRecord]]]:
-    """The batch as records, by (store, session); every entry has its run."""
+def _records(
+    batch: list[tuple[_Finished, int]],
+) -> dict[tuple[int, str], tuple[Any, list[SpanRecord]]]:
+    """The batch, each entry with its run, as records by (store, session)."""
     grouped: dict[tuple[int, str], tuple[Any, list[SpanRecord]]] = {}
     seen: dict[tuple[int, str, str | None], int] = defaultdict(int)
-    for entry in sorted(batch, key=lambda e: e.span.started_at or ""):
-        run_id = entry.binding.run_id
-        assert run_id is not None
+    for entry, run_id in sorted(batch, key=lambda e: e[0].span.started_at or ""):
         try:
             record = _record(entry.span, run_id, entry.binding.store, seen)
         except Exception:  # this span alone is lost, not the batch
@@ -285,7 +285,7 @@ class SpanStore(TracingProcessor):
                 e for e in taken if e.binding.run_id is None and e.span.trace_id in self._traces
             ]
             self._finished.extend(waiting)
-        batch = [entry for entry in taken if entry.binding.run_id is not None]
+        batch = [(e, run_id) for e in taken if (run_id := e.binding.run_id) is not None]
         if len(batch) + len(waiting) < len(taken):
             logger.debug(
                 "%d spans of Runner calls that stored no run: dropped",

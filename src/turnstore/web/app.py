@@ -337,7 +337,8 @@ def build_app(
         run_id = whole_number("run", form.get("run", [""])[0])
         store = _store(request)
         view = await store.path_view(session_id, through=run_id, limit=1)
-        assert view.leaf_run_id is not None  # a view through a run has a leaf
+        if view.leaf_run_id is None:  # a view through a run has a leaf, unless it is gone
+            raise HTTPException(404, f"no run {run_id} in this session")
         await store.move_head(session_id, view.leaf_run_id, to_parent=False)
         return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
 

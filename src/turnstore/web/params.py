@@ -89,7 +89,8 @@ class Params:
 
     def text(self, name: str) -> str | None:
         """The query parameter ``name`` without surrounding space, None if absent or blank."""
-        assert name in self._names, f"{name} is not a declared query parameter"
+        if name not in self._names:  # the viewer's own mistake, not the request's
+            raise LookupError(f"{name} is not a declared query parameter")
         value = self._query.get(name, "").strip()
         return value or None
 
