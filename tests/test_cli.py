@@ -303,6 +303,7 @@ def test_missing_database_is_an_error_and_is_not_created(
         ["search", "x"],
         ["usage"],
         ["export", "demo"],
+        ["query", "SELECT 1"],
     ):
         result = cli(*args, "--db", cli_target, code=1)
         assert expected in error_line(result)

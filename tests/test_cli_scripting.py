@@ -309,6 +309,20 @@ def test_query_keeps_nothing_a_read_only_transaction_allows(tmp_path: Path) -> N
 
 
 @pytest.mark.postgres
+def test_query_on_postgresql_runs_in_a_read_only_transaction(tmp_path: Path) -> None:
+    """The statement runs in a READ ONLY transaction: even what a writer could do without
+    touching turnstore's tables (a temporary table) is refused."""
+    with database_target("postgres", tmp_path) as db:
+        asyncio.run(_two_sessions(db))
+        setting = "SELECT current_setting('transaction_read_only') AS read_only"
+        assert json.loads(cli("query", setting, "--db", db, "--json").stdout) == [
+            {"read_only": "on"}
+        ]
+        temporary = cli("query", "CREATE TEMP TABLE t (x int)", "--db", db, "--json", code=1)
+        assert json_error(temporary)["type"] == "ReadOnlyError"
+
+
+@pytest.mark.postgres
 def test_a_dropped_connection_is_one_json_error(tmp_path: Path) -> None:
     """A statement that ends its own connection (as a server restart would, for every retry):
     after --json, stderr holds the one JSON error, not psycopg's warnings ahead of it (which

@@ -238,6 +238,76 @@ async def test_an_unreachable_server_is_an_unknown_outcome_and_the_key_retries_s
     assert await pg_store.get_items("s") == [user("q1"), assistant("a1")]
 
 
+async def _lock_row(schema: str, session_id: str) -> Any:
+    """A connection (straight to the server) holding the lock of ``session_id``'s row."""
+    import psycopg
+
+    holder = await psycopg.AsyncConnection.connect(POSTGRES_URL)
+    await holder.execute(f'SET search_path TO "{schema}"')
+    await holder.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id])
+    return holder
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(2000):  # a bounded wait for a state, not a timing
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail("the pool never reached the state the test waits for")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
+async def test_a_cut_commit_is_settled_while_the_pool_has_no_connection_to_give(
+    proxy: Any, fault: str
+) -> None:
+    """A write whose COMMIT was cut off is settled on a connection of its own: the pool's one
+    connection, replaced, has gone to the next writer in line, which waits for a lock; through
+    the pool, the settling would wait for it (here: for good)."""
+    import uuid
+
+    from psycopg_pool import AsyncConnectionPool
+
+    from turnstore.postgres import PostgresBackend
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        proxy.url(proxy.database, proxy.user),
+        min_size=1,
+        max_size=1,
+        timeout=60,
+        kwargs={"autocommit": True, "prepare_threshold": None, "connect_timeout": 3},
+        open=False,
+    )
+    await pool.open(wait=True)
+    store = Store(PostgresBackend(pool=pool, schema=schema))
+    holders = []
+    try:
+        await store.add_items("s", [user("q1")])
+        await store.add_items("busy", [user("b1")])
+        holders = [await _lock_row(schema, sid) for sid in ("s", "busy")]
+        written = asyncio.ensure_future(store.add_items("s", [assistant("a1")]))
+        await _until(lambda: pool.get_stats()["pool_available"] == 0)  # it has the connection
+        waiting = asyncio.ensure_future(store.add_items("busy", [assistant("b2")]))
+        await _until(lambda: pool.get_stats()["requests_waiting"] == 1)  # in line after it
+        proxy.arm(fault)
+        await holders[0].rollback()  # the write goes on, to its COMMIT, which is cut
+        await _bounded(written)  # while the other write still holds the pool's connection
+        assert proxy.fired == 1
+        await holders[1].rollback()
+        await _bounded(waiting)
+        assert await store.get_items("s") == [user("q1"), assistant("a1")]  # once
+        assert await store.get_items("busy") == [user("b1"), assistant("b2")]
+    finally:
+        for holder in holders:
+            await holder.close()
+        await store.aclose()
+        await pool.close()
+        from conftest import _drop_schema
+
+        _drop_schema(schema)
+
+
 # ---------------------------------------------------------------------------------------------
 # Cancellation: a write that has started is stored before the cancellation propagates
 

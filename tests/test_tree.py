@@ -534,6 +534,27 @@ async def test_pop_to_empty_across_a_fork_point(store: Store) -> None:
     assert await session.get_items() == history("q1", "q2")
 
 
+async def test_pop_across_a_shared_run_below_the_root_keeps_the_history_above_it(
+    store: Store,
+) -> None:
+    session = StructuredSession("s", store)
+    r1, r2, r3 = await converse(session, "q1", "q2", "q3")
+    await session.checkout(r2)  # run 2 is shared with the course through run 3
+    shared = await rows_of_runs(store, [r1, r2, r3])
+
+    assert await session.pop_item() == run_items("q2")[-1]
+    # Run 2's other items are copied into a sibling of it, below run 1: the active path still
+    # begins with run 1, and the branch through run 3 keeps all of its history.
+    assert await session.get_items() == history("q1") + run_items("q2")[:-1]
+    assert await path(session) == ["q1", "q2"]
+    runs = await session.runs()
+    assert [run.parent_id for run in runs] == [None, r1]
+    assert runs[-1].id not in (r1, r2, r3)
+    assert await rows_of_runs(store, [r1, r2, r3]) == shared
+    await session.checkout(r3)
+    assert await session.get_items() == history("q1", "q2", "q3")
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors change nothing
 
