@@ -27,6 +27,7 @@ import pytest
 import uvicorn
 
 from builders import run_in_new_loop
+from chains import build_chain
 from conftest import database_target, require_module, unavailable
 from turnstore import Store
 from turnstore.web import create_app
@@ -509,3 +510,58 @@ def test_forms_of_other_origins_are_refused(page: Any, writable: tuple[str, Fork
         page.unroute(f"{origin}/")
     page.goto(_session(base, forked.session_id))
     assert _conversation(page) == EDITED  # still the active branch
+
+
+# ---------------------------------------------------------------------------------------------
+# The forms at the length users reach: a session of 100,000 runs
+
+LONG_RUNS = 100_000
+
+
+@pytest.fixture
+def long_writable(new_target: Callable[[], str]) -> Iterator[tuple[str, int]]:
+    """(base URL, the edit's run) of a live writable viewer over a session of
+    ``LONG_RUNS`` runs in a chain (the branch "long", written set-based: tests/chains.py) whose
+    second-to-last turn was then edited: the edit, 99,999 runs deep, is the active branch."""
+    db = new_target()
+
+    async def build_long() -> int:
+        async with Store.open(db) as store:
+            chain = await build_chain(store, "long", LONG_RUNS)
+            edited = await store.fork("long", chain.run_id(LONG_RUNS - 2), "question edited")
+        return edited.id
+
+    edited = run_in_new_loop(build_long)
+    with live_viewer(db, read_only=False) as base:
+        yield base, edited
+
+
+def test_every_form_on_a_session_of_100000_runs(page: Any, long_writable: tuple[str, int]) -> None:
+    """Each form of ``--writable`` (the viewer's only writes: it offers no delete), clicked on a
+    branch 100,000 runs long and one 99,999 deep."""
+    base, edited = long_writable
+    watch = Watch(page)
+    page.set_default_timeout(60_000)  # what is tested is that each works, not how fast
+    last, before_last = f"question {LONG_RUNS - 1}", f"question {LONG_RUNS - 2}"
+    page.goto(_session(base, "long"))
+    assert _conversation(page)[-2:] == [f"question {LONG_RUNS - 3}", "question edited"]
+    assert page.locator(".notice").count() == 0
+    # "Make active" on the named branch: the 100,000 runs are the conversation again.
+    _submit(page, page.get_by_role("button", name="Make the branch long active"))
+    assert _conversation(page)[-2:] == [before_last, last]
+    assert "· active" in _current_branch(page)
+    assert f"{LONG_RUNS:,} on this branch" in page.locator(".side").inner_text()
+    # "Make this branch active" on the edit, reached from the branch list.
+    page.locator(".branches").get_by_role("link", name="question edited").click()
+    page.locator(".notice").wait_for()
+    _submit(page, page.get_by_role("button", name="Make this branch active"))
+    assert page.url.endswith(f"#run-{edited}")
+    assert page.locator(".notice").count() == 0
+    assert "· active" in _current_branch(page)
+    assert f"{LONG_RUNS - 1:,} on this branch" in page.locator(".side").inner_text()
+    # "Name this branch" on it, 99,999 runs deep.
+    _name(page, "edited")
+    assert page.locator(".branches li.current .branch-name").inner_text() == "edited"
+    assert _conversation(page)[-1] == "question edited"
+    assert page.get_by_role("button", name="Make the branch long active").count() == 1
+    assert watch.errors == [], watch.errors
