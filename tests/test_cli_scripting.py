@@ -13,9 +13,12 @@ import csv
 import io
 import json
 import os
+import pty
 import re
+import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -451,13 +454,15 @@ def test_prune_dry_run_then_prune(cli_target: str) -> None:
     )
     assert sorted(info["session_id"] for info in listed) == ["idle", "idle-2", "idle-3"]
     assert _sessions(cli_target) == ["busy", "idle", "idle-2", "idle-3"]  # nothing deleted
-    text = cli("prune", "--idle-for", "90d", "--batch", "2", "--db", cli_target).stdout
+    text = cli("prune", "--idle-for", "90d", "--batch", "2", "--yes", "--db", cli_target).stdout
     assert "Deleted 3 sessions" in text
     assert _sessions(cli_target) == ["busy"]
     for table in ("runs", "items"):
         left = target_sql(cli_target, f"SELECT DISTINCT session_id FROM {table}")
         assert [row[0] for row in left] == ["busy"]
-    assert "Deleted 0 sessions" in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
+    assert (
+        "Deleted 0 sessions" in cli("prune", "--idle-for", "90d", "-y", "--db", cli_target).stdout
+    )
 
 
 def test_prune_deletes_a_conversation_of_any_length(cli_target: str) -> None:
@@ -470,7 +475,8 @@ def test_prune_deletes_a_conversation_of_any_length(cli_target: str) -> None:
             await store.add_items("busy", [user("q"), assistant("a")])
 
     asyncio.run(write())
-    assert "Deleted 1 session " in cli("prune", "--idle-for", "90d", "--db", cli_target).stdout
+    text = cli("prune", "--idle-for", "90d", "--yes", "--db", cli_target).stdout
+    assert "Deleted 1 session " in text
     assert _sessions(cli_target) == ["busy"]
     for table in SESSION_TABLES:
         left = target_sql(cli_target, f"SELECT count(*) FROM {table} WHERE session_id = 'long'")
@@ -493,11 +499,90 @@ def test_prune_keeps_a_session_written_just_before_its_delete(
         return await real(self, sid, *args, **kwargs)
 
     monkeypatch.setattr(StoreBase, "_write", written_first)
-    assert json.loads(cli("prune", "--idle-for", "90d", "--db", cli_target, "--json").stdout) == []
+    out = cli("prune", "--idle-for", "90d", "--yes", "--db", cli_target, "--json").stdout
+    assert json.loads(out) == []
     assert _sessions(cli_target) == ["busy", "idle"]
     statement = "SELECT user_message FROM runs WHERE session_id = 'idle' ORDER BY id"
     rows = target_sql(cli_target, statement)
     assert [row[0] for row in rows] == ["q", "back again"]
+
+
+def test_prune_in_a_script_deletes_only_with_yes(cli_target: str) -> None:
+    # Before: prune deleted without a word of warning, wherever it ran.
+    asyncio.run(_two_sessions(cli_target))
+    _age(cli_target, "idle")
+    for args in ([], ["--json"]):
+        result = cli("prune", "--idle-for", "90d", *args, "--db", cli_target, code=2)
+        assert "pass --yes" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert result.stdout == ""
+    assert _sessions(cli_target) == ["busy", "idle"]
+    assert (
+        "Would delete 1 session "
+        in cli("prune", "--idle-for", "90d", "--dry-run", "--db", cli_target).stdout
+    )
+    assert _sessions(cli_target) == ["busy", "idle"]
+
+
+def _read_terminal(fd: int, until: bytes | None) -> bytes:
+    """What the child writes to its terminal, until ``until`` shows (None: until it closes
+    it); a bounded wait."""
+    data = b""
+    deadline = time.monotonic() + 60
+    while until is None or until not in data:
+        left = deadline - time.monotonic()
+        assert left > 0, data
+        if not select.select([fd], [], [], left)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the child has closed its terminal
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _prune_on_a_terminal(db: str, answer: bytes) -> tuple[int, str]:
+    """``prune`` run on a terminal (a pty) that answers its question with ``answer``."""
+    master, slave = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "turnstore", "prune", "--idle-for", "90d", "--db", db],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    try:
+        shown = _read_terminal(master, b"[y/N]")
+        os.write(master, answer + b"\n")
+        shown += _read_terminal(master, None)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        os.close(master)
+    return child.returncode, shown.decode()
+
+
+def test_prune_on_a_terminal_asks_first(cli_target: str) -> None:
+    asyncio.run(_two_sessions(cli_target))
+    asyncio.run(_more_idle(cli_target))
+    for sid in ("idle", "idle-2", "idle-3"):
+        _age(cli_target, sid)
+    code, shown = _prune_on_a_terminal(cli_target, b"n")
+    assert code == 1, shown
+    assert "3 sessions (3 runs) idle for 90d or more will be deleted:" in shown
+    assert all(sid in shown for sid in ("idle", "idle-2", "idle-3"))
+    assert "nothing deleted" in shown
+    assert "Traceback" not in shown
+    assert _sessions(cli_target) == ["busy", "idle", "idle-2", "idle-3"]
+    code, shown = _prune_on_a_terminal(cli_target, b"y")
+    assert code == 0, shown
+    assert "Deleted 3 sessions idle for 90d or more." in shown
+    assert _sessions(cli_target) == ["busy"]
 
 
 async def _more_idle(target: str) -> None:
