@@ -238,8 +238,10 @@ def _field(record: dict[str, Any], name: str, kind: type[T], what: str, owner: s
 
 def _kind(value: Any) -> str:
     """What ``value`` is in JSON's words (for a message)."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, (int, float)):
         return f"the number {validate.shown(value)}"
     return _KINDS.get(type(value), "a value")
