@@ -43,9 +43,21 @@ async def request(n):
     if n % 50 == 0:
         await session.add_items([{"role": "user", "content": f"hello {n}"}])
 
+async def settled():
+    # The checkpoint thread opens the WAL's files after the first commit pokes it, on its own
+    # time: the baseline is taken once the counts hold still.
+    last = resources()
+    for _ in range(50):
+        await asyncio.sleep(0.1)
+        now = resources()
+        if now == last:
+            return now
+        last = now
+    return last
+
 async def main():
     await request(0)
-    before = resources()
+    before = await settled()
     for n in range(1, COUNT):
         await request(n)
     # A descriptor SQLite holds for a moment (a checkpoint's) may be open at any one look: a
