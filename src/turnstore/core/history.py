@@ -190,18 +190,20 @@ def delete_branch(
     head = yield from _lock_expected(session_id, now, expected_head)
     run = yield from find_run(session_id, run_id)
     ancestors: list[S.AncestorRow] = yield S.ANCESTORS_CHILD_COUNTS(
-        {"sid": session_id, "id": run.id}
+        {"sid": session_id, "id": run.id, "head": head.id}
     )
-    top, parent_id = run.id, run.parent_id
+    top, parent_id, depth = run.id, run.parent_id, run.depth
     for ancestor in ancestors:
         # The climb stops at a fork, and at the head: a head checked out above the branch
         # (its only child leads there) stays, with the path to it.
         if ancestor.children != 1 or ancestor.id == head.id:
             break
-        top, parent_id = ancestor.id, ancestor.parent_id
+        top, parent_id, depth = ancestor.id, ancestor.parent_id, depth - 1
     head_id = head.id
     if head_id is not None:
-        on_path: int | None = yield S.IS_ANCESTOR({"sid": session_id, "id": top})
+        # Whether ``top`` is on the head's path: walked from the head up to top's depth only.
+        params = {"sid": session_id, "id": top, "depth": depth}
+        on_path: int | None = yield S.IS_ANCESTOR(params)
         if on_path is not None:
             head_id = parent_id
     yield from hand_over_name(session_id, top, parent_id)

@@ -66,6 +66,13 @@ WITH RECURSIVE below (id) AS (
     ) r
 )"""
 
+# The run {of} names, with how many children it has.
+_RUN_CHILDREN = """
+    SELECT a.id, a.parent_id,
+        (SELECT count(*) FROM runs c WHERE c.session_id = :sid AND c.parent_id = a.id)
+            AS children
+    FROM runs a WHERE a.session_id = :sid AND a.id = {of} LIMIT 1"""
+
 # The items of each run of ``path``, through the (session_id, run_id, position) key.
 _PATH_ITEMS = """
     FROM path CROSS JOIN LATERAL (
@@ -189,24 +196,21 @@ _OWN: dict[Statement, str] = {
                       ORDER BY position DESC LIMIT 1) THEN 'completed'
                 ELSE 'in_progress' END
         WHERE session_id = :sid AND id = :id""",
-    S.ANCESTORS_CHILD_COUNTS: """
-        WITH RECURSIVE up (id, parent_id, level) AS (
-            SELECT p.id, p.parent_id, 1 FROM runs r
-            JOIN runs p ON p.session_id = :sid AND p.id = r.parent_id
+    # The climb stops past the first ancestor that is a fork or the head (see sqlite/sql.py).
+    S.ANCESTORS_CHILD_COUNTS: f"""
+        WITH RECURSIVE up (id, parent_id, children, level) AS (
+            SELECT p.id, p.parent_id, p.children, 1 FROM runs r
+            CROSS JOIN LATERAL ({_RUN_CHILDREN.format(of="r.parent_id")}) p
             WHERE r.session_id = :sid AND r.id = :id
             UNION ALL
-            SELECT p.id, p.parent_id, up.level + 1 FROM up CROSS JOIN LATERAL (
-                SELECT id, parent_id FROM runs
-                WHERE session_id = :sid AND id = up.parent_id LIMIT 1
-            ) p
+            SELECT p.id, p.parent_id, p.children, up.level + 1
+            FROM up CROSS JOIN LATERAL ({_RUN_CHILDREN.format(of="up.parent_id")}) p
+            WHERE up.children = 1 AND up.id IS DISTINCT FROM :head::bigint
         )
-        SELECT up.id, up.parent_id,
-               (SELECT count(*) FROM runs c
-                WHERE c.session_id = :sid AND c.parent_id = up.id) AS children
-        FROM up ORDER BY up.level""",
+        SELECT id, parent_id, children FROM up ORDER BY level""",
     S.DELETE_SUBTREE: _BELOW
     + " DELETE FROM runs WHERE session_id = :sid AND id IN (SELECT id FROM below)",
-    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="")
+    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
     # The search index needs no batching here (no SEARCH_BACKLOG): search_vector is a

@@ -172,18 +172,22 @@ _OWN: dict[Statement, str] = {
                       WHERE run_id = :id ORDER BY position DESC LIMIT 1) THEN 'completed'
                 ELSE 'in_progress' END
         WHERE id = :id""",
+    # The climb stops past the first ancestor that is a fork or the head (delete_branch's
+    # climb ends there): a short branch deep in a long conversation reads a few rows.
     S.ANCESTORS_CHILD_COUNTS: """
-        WITH RECURSIVE up (id, parent_id, level) AS (
-            SELECT p.id, p.parent_id, 1 FROM runs r JOIN runs p ON p.id = r.parent_id
+        WITH RECURSIVE up (id, parent_id, children, level) AS (
+            SELECT p.id, p.parent_id, (SELECT count(*) FROM runs c WHERE c.parent_id = p.id), 1
+            FROM runs r JOIN runs p ON p.id = r.parent_id
             WHERE r.id = :id
             UNION ALL
-            SELECT p.id, p.parent_id, up.level + 1 FROM runs p JOIN up ON p.id = up.parent_id
+            SELECT p.id, p.parent_id, (SELECT count(*) FROM runs c WHERE c.parent_id = p.id),
+                up.level + 1
+            FROM runs p JOIN up ON p.id = up.parent_id
+            WHERE up.children = 1 AND up.id IS NOT :head
         )
-        SELECT up.id, up.parent_id,
-            (SELECT count(*) FROM runs c WHERE c.parent_id = up.id) AS children
-        FROM up ORDER BY up.level""",
+        SELECT id, parent_id, children FROM up ORDER BY level""",
     S.DELETE_SUBTREE: _BELOW + " DELETE FROM runs WHERE id IN (SELECT id FROM below)",
-    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="")
+    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
     # Migration 3: feed the search index the items it lacks.
