@@ -189,6 +189,23 @@ def test_the_query_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+async def test_the_delete_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_deletes
+
+    out = tmp_path / "deletes.json"
+    args = ["--runs", "1200", "--repeats", "1", "--no-postgres", "--dir", str(tmp_path)]
+    assert await bench_deletes.main([*args, "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["failures"] == {}  # SQLite failed each case from 999 runs on, before
+    assert {(row["case"], row["contender"]) for row in figures["results"]} == {
+        ("SQLite: clear_session @1,200 runs", "turnstore"),
+        ("SQLite: clear_session @1,200 runs", "SQLiteSession"),
+        ("SQLite: delete_branch of 1,199 runs", "turnstore"),
+        ("SQLite: delete_branch of 1 run @1,200", "turnstore"),
+    }
+
+
+@pytest.mark.e2e
 def test_the_tracing_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     import asyncio
 
