@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from builders import assistant, call, output, user
-from conftest import rendered, sql
+from support import rendered, sql
 from turnstore import Store
 from turnstore.core.ops import Fetch, Op, Query
 

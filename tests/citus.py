@@ -3,12 +3,12 @@
 Set ``TURNSTORE_TEST_CITUS_URL`` to a Citus coordinator's URL (a database with the citus
 extension, workers added) and run the PostgreSQL tests (``pytest -m postgres``). Then:
 
-- the tests' PostgreSQL server is the coordinator (conftest.POSTGRES_URL);
+- the tests' PostgreSQL server is the coordinator (support.POSTGRES_URL);
 - every turnstore schema a test creates is distributed right after its creation, by the SQL
   of docs/scaling.md (its distribution block, with the test's schema in its ``SET
   search_path``): the suite runs on what the page tells operators to build;
 - the first time each statement of the library runs (postgres/sql.py), it is EXPLAINed on the
-  same transaction; at the end, every per-session statement (tests/test_sql_scope.py's
+  same transaction; at the end, every per-session statement (tests/sqlscope.py's
   CROSS_SESSION lists the others) must have planned as one task, or the run fails. The
   summary lists the task count of every statement seen, the cross-session ones included.
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from sqlscope import refs
+from sqlscope import CROSS_SESSION, refs
 
 CITUS_URL = os.environ.get("TURNSTORE_TEST_CITUS_URL", "")
 
@@ -158,8 +158,6 @@ def misrouted(cross_session: Callable[[str], bool]) -> dict[str, list[int]]:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if not CITUS_URL or not PLANS:
         return
-    from test_sql_scope import CROSS_SESSION
-
     write = terminalreporter.write_line
     terminalreporter.section("Citus: task count of each statement's plan (EXPLAIN)")
     for name, counts in sorted(PLANS.items()):

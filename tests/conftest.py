@@ -8,98 +8,48 @@ project's local server), or ``TURNSTORE_TEST_CITUS_URL`` for the opt-in Citus ru
 (tests/citus.py); each test gets a schema of its own (an emptied one where it can:
 tests/schemapool.py), dropped afterwards. Without a
 server the Postgres cases skip locally; under ``CI=true`` they fail instead.
+
+Also the fixtures several modules use: ``shared_dir`` (a directory an unprivileged user
+reaches), ``proxy`` (a fault-injecting proxy to PostgreSQL), ``browser`` and ``page``
+(headless Chromium). What the tests share that is not a fixture is in support.py and
+builders.py; no test module imports this one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib
 import inspect
 import os
+import pwd
+import shutil
+import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from types import ModuleType
-from typing import Any, NoReturn
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import pytest
 
-from schemapool import SchemaPool, fingerprint
-from sqlscope import uncolocated
-from turnstore import Store
+# The helper modules' asserts report their values as a test's own do (rewritten on import).
+pytest.register_assert_rewrite(
+    "browsing", "builders", "chains", "querydata", "richdb", "scripted", "support", "webdata"
+)
+
+from faultproxy import FaultProxy  # noqa: E402
+from support import (  # noqa: E402
+    BACKENDS,
+    POSTGRES_URL,
+    SCHEMAS,
+    TARGET_BACKENDS,
+    database_target,
+    drop_schema,
+    require_postgres,
+)
+from turnstore import Store  # noqa: E402
 
 # The opt-in Citus run (tests/citus.py): the PostgreSQL tests on a coordinator.
 pytest_plugins = ["citus"]
-POSTGRES_URL = os.environ.get("TURNSTORE_TEST_CITUS_URL") or os.environ.get(
-    "TURNSTORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-# Emptied schemas for the conformance tests (not on Citus: tests/citus.py distributes each
-# schema as it is created, and checks each statement's plan there).
-SCHEMAS = None if os.environ.get("TURNSTORE_TEST_CITUS_URL") else SchemaPool(POSTGRES_URL)
-
-BACKENDS = [
-    pytest.param("sqlite-file", id="sqlite-file"),
-    pytest.param("sqlite-memory", id="sqlite-memory"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-# The backends a target string (the CLI's --db, the viewer's database) can name.
-TARGET_BACKENDS = [
-    pytest.param("sqlite-file", id="sqlite-file"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
-]
-
-_postgres_checked: list[str | None] = []
-
-
-def _postgres_unavailable() -> str | None:
-    """Why Postgres cannot be used here, or None. Checked once per test run."""
-    if not _postgres_checked:
-        reason: str | None = None
-        try:
-            import psycopg
-
-            with psycopg.connect(POSTGRES_URL, connect_timeout=5) as conn:
-                conn.execute("SELECT 1")
-        except Exception as exc:
-            reason = f"PostgreSQL at {POSTGRES_URL} is unavailable: {exc}"
-        _postgres_checked.append(reason)
-    return _postgres_checked[0]
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip a test (or a whole module) that lacks what it needs; under ``CI=true`` fail it,
-    because CI installs every extra and runs every test."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: every test must run)")
-    pytest.skip(reason, allow_module_level=True)
-
-
-def require_module(name: str) -> ModuleType:
-    """``pytest.importorskip`` that fails under ``CI=true``: ``name`` of an installed extra."""
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        install = "pip install -e '.[agents,postgres,cli,web]' --group dev"
-        unavailable(f"cannot import {name} ({install}): {exc}")
-
-
-def require_postgres() -> None:
-    """Skip (or, in CI, fail) a test that needs the Postgres server."""
-    reason = _postgres_unavailable()
-    if reason is not None:
-        unavailable(reason)
-
-
-def _drop_schema(schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(params=BACKENDS)
@@ -129,7 +79,7 @@ def db_target(
     elif SCHEMAS is None or "db_target" in inspect.signature(request.function).parameters:
         schema = f"t_{uuid.uuid4().hex[:12]}"
         yield POSTGRES_URL, {"schema": schema}
-        _drop_schema(schema)
+        drop_schema(schema)
     else:
         schema = SCHEMAS.take()
         yield POSTGRES_URL, {"schema": schema}
@@ -178,125 +128,6 @@ def shared_loop_store(
         loop.close()
 
 
-def rendered(store: Store, statement: str, params: Iterable[str]) -> str:
-    """``statement`` with its ``{name}`` parameters in ``store``'s placeholder style; on
-    PostgreSQL checked for a join that Citus refuses (``sql``'s rule)."""
-    placeholder = ":{}" if store.backend.dialect == "sqlite" else "%({})s"
-    text = statement.format(**{name: placeholder.format(name) for name in params})
-    if store.backend.dialect != "sqlite":  # what Citus runs too (tests/citus.py)
-        assert uncolocated(text) == [], f"a join Citus refuses: {text}"
-    return text
-
-
-async def sql(
-    store: Store, statement: str, *, write: bool = False, **params: Any
-) -> list[tuple[Any, ...]]:
-    """Run a SQL statement on ``store``'s database, as a user would by hand (read-only unless
-    ``write``); the rows it returns (none for a write).
-
-    Parameters are written ``{name}`` and bound in the backend's own placeholder style.
-    """
-    from turnstore.core.ops import Fetch, Query
-
-    text = rendered(store, statement, params)
-
-    def op() -> Any:
-        rows = yield Query(text, params, Fetch.NONE if write else Fetch.ALL, raw=True)
-        return [] if write else [tuple(row) for row in rows]
-
-    result: list[tuple[Any, ...]] = await store.backend.run(op, write=write)
-    return result
-
-
-def target_sql(target: str, statement: str, *, write: bool = False, **params: Any) -> Any:
-    """``sql`` on the database ``target`` names, from synchronous code."""
-
-    async def go() -> Any:
-        async with Store.open(target) as store:
-            return await sql(store, statement, write=write, **params)
-
-    return asyncio.run(go())
-
-
-def postgres_target(schema: str) -> str:
-    """The test server's URL naming ``schema`` (turnstore's ``?schema=`` parameter)."""
-    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
-
-
-@contextmanager
-def database_target(backend: str, directory: Path) -> Iterator[str]:
-    """A fresh database of ``backend`` as the one string the CLI and the viewer take: a new
-    SQLite file in ``directory``, or a Postgres URL naming a schema of its own, dropped
-    afterwards."""
-    if backend == "sqlite-file":
-        yield str(directory / f"t_{uuid.uuid4().hex[:8]}.db")
-        return
-    require_postgres()
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    try:
-        yield postgres_target(schema)
-    finally:
-        _drop_schema(schema)
-
-
-def target_exists(target: str) -> bool:
-    """Whether anything was created at ``target``: the SQLite file, or the Postgres schema."""
-    if "://" not in target:
-        return Path(target).exists()
-    import psycopg
-
-    schema = target.rsplit("schema=", 1)[1]
-    with psycopg.connect(POSTGRES_URL) as conn:
-        row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema]).fetchone()
-    return row is not None
-
-
-def target_state(target: str) -> object:
-    """What a read must leave as it found it: the SQLite file's bytes, or the PostgreSQL
-    schema's catalogue (its version included) and every row of every table. Read without
-    turnstore, which could migrate an old schema."""
-    if "://" not in target:
-        return hashlib.sha256(Path(target).read_bytes()).hexdigest()
-    import psycopg
-
-    schema = target.rsplit("schema=", 1)[1]
-    with psycopg.connect(POSTGRES_URL) as conn:
-        conn.execute(f'SET search_path TO "{schema}"')
-        listing = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename"
-        tables = [name for (name,) in conn.execute(listing, [schema]).fetchall()]
-        rows = {
-            t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"').fetchall())) for t in tables
-        }
-        return fingerprint(conn, schema), rows
-
-
-@contextmanager
-def reader_target(target: str) -> Iterator[str]:
-    """The PostgreSQL ``target`` reached as a role of its own that may read its schema and do
-    nothing else: what the user ``nobody`` is to a read-only SQLite file, so that whatever
-    works through it is shown to write nothing. The role is dropped afterwards."""
-    import psycopg
-
-    role = f"t_reader_{uuid.uuid4().hex[:12]}"
-    schema = target.rsplit("schema=", 1)[1]
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'reader'")
-        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
-        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
-    try:
-        parts = urlsplit(target)
-        server = parts.netloc.rsplit("@", 1)[-1]
-        yield urlunsplit(parts._replace(netloc=f"{role}:reader@{server}"))
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f'DROP OWNED BY "{role}"')  # its grants
-            admin.execute(f'DROP ROLE "{role}"')
-
-
-# What a command says of a target where no database is: no file, or a schema without tables.
-MISSING_DATABASE = {"sqlite-file": "no database at", "postgres": "holds no turnstore schema"}
-
-
 @pytest.fixture(scope="module", params=TARGET_BACKENDS)
 def target_backend(request: pytest.FixtureRequest) -> str:
     """The backend of a module's CLI and viewer tests. Module-scoped, so that the database a
@@ -330,21 +161,48 @@ def _no_trace_export() -> None:
     set_tracing_disabled(True)
 
 
-@contextmanager
-def session_target(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh database of ``backend`` as the target a session is opened from; for Postgres a
-    database of its own, for a URL that names no schema (so it uses "public")."""
-    if backend == "sqlite-file":
-        yield str(tmp_path / "app.db")
-        return
-    require_postgres()
-    import psycopg
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory under /tmp that an unprivileged user can reach (pytest's is root-only)."""
+    if os.getuid() == 0:
+        try:
+            pwd.getpwnam("nobody")
+        except KeyError:
+            pytest.skip("no user 'nobody' to drop privileges to")
+    path = Path(tempfile.mkdtemp(prefix="turnstore-ro-"))
+    path.chmod(0o755)
+    yield path
+    path.chmod(0o755)
+    shutil.rmtree(path)
 
-    name = f"t_shared_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+@pytest.fixture
+def proxy() -> Iterator[Any]:
+    """A fault-injecting proxy in front of the test PostgreSQL server (tests/faultproxy.py)."""
+    require_postgres()
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(POSTGRES_URL)
+    with FaultProxy(str(params.get("host", "127.0.0.1")), int(params.get("port", 5432))) as p:
+        p.database = str(params.get("dbname", "test"))
+        p.user = str(params.get("user", "postgres"))
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium, launched once for the module (tests/browsing.py)."""
+    from browsing import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page (a context of its own) in the module's browser."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(10_000)
+    yield tab
+    context.close()

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from builders import assistant, call, output, user
-from conftest import sql
+from support import sql
 from turnstore import Store, StructuredSession, Usage
 from turnstore.core.spans import SpanRecord
 

@@ -27,6 +27,39 @@ DISTRIBUTED = (
     "branch_names",
 )  # fmt: skip
 
+# Statements that are about the whole store by design, not about one session: on Citus they
+# fan out to every shard (docs/scaling.md lists them). An optional session filter
+# (``:sid IS NULL OR session_id = :sid``) does not make a statement per-session.
+CROSS_SESSION = {
+    "run": "a run by id alone, whatever its session (Store.run: deep links)",
+    "tool_call": "a tool call by row id alone (Store.tool_call: deep links)",
+    "session_of_run": "the session of a run by id alone, so that run_id= filters read one session",
+    "index_pending": "whether the store-wide search index lacks items (SQLite)",
+    "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
+    "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
+    "copy_backlog": "a read-only store's private copy of what the search index lacks (SQLite)",
+    "sessions_by_created_at": "the session catalogue, newest first",
+    "sessions_by_created_at_user": "the session catalogue of one user",
+    "sessions_by_updated_at": "the session catalogue, recently active first",
+    "sessions_by_updated_at_user": "the session catalogue of one user",
+    "model_responses_by_all": "model responses across the store (analytics)",
+    "session_summaries": "the summaries of a catalogue page's sessions, by a list of ids",
+    "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
+    "error_spans_by_all": "the failed trace spans across the store (analytics)",
+    "items_per_session": "how many items each session holds (turnstore copy's progress)",
+    **{
+        f"{family}_by_{driver}": f"{family.replace('_', ' ')} across sessions (analytics)"
+        for family in ("tool_calls", "slowest_tool_calls", "tool_stats")
+        for driver in ("tool", "all")
+    },
+    **{
+        f"usage_by_{key}": f"token usage per {key}, across sessions (analytics)"
+        for key in ("session", "user", "day", "model", "agent")
+    },
+    "search": "full-text search across sessions, one optionally",
+    "search_recent": "full-text search across sessions, one optionally",
+}
+
 # How the library's statements name their session (rendered for psycopg); and any one value,
 # as the docs and the tests' SQL name it (a literal, or a parameter of either backend).
 SESSION_PARAMETER = r"%\(sid\)s"

@@ -20,7 +20,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 
 import workers
 from builders import assistant, user
-from conftest import sql
+from support import sql
 from turnstore import Store, StructuredSession, adopt_sdk_sessions
 from turnstore.errors import ReadOnlyError
 from turnstore.importers import import_source, open_source

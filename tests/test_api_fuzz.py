@@ -25,9 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import assistant, user
-from conftest import POSTGRES_URL, require_module
-from test_tree import converse, snapshot
+from builders import assistant, converse, snapshot, user
+from support import POSTGRES_URL, require_module
 from turnstore import (
     NewRun,
     ResponseRecord,

@@ -17,8 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from conftest import sql
-from test_cli_safety import cli
+from support import cli, sql
 from turnstore import ResponseRecord, Store, Telemetry, ToolTiming, Usage, copy
 from turnstore.web import create_app
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POSTGRES_URL, require_module, require_postgres
+from support import POSTGRES_URL, require_module, require_postgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 

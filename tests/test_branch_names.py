@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from builders import assistant, user
-from conftest import sql
-from test_tree import converse, head, path
+from builders import assistant, converse, head, path, user
+from support import sql
 from turnstore import (
     InvalidOperationError,
     NotFoundError,

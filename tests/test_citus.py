@@ -15,10 +15,9 @@ import pytest
 
 import citus
 from builders import assistant, call, output, user
-from conftest import POSTGRES_URL, _drop_schema, require_module
-from sqlscope import DISTRIBUTED
-from test_queries import build
-from test_sql_scope import CROSS_SESSION
+from querydata import build
+from sqlscope import CROSS_SESSION, DISTRIBUTED
+from support import POSTGRES_URL, drop_schema, require_module
 from turnstore import Store
 
 psycopg = require_module("psycopg")
@@ -40,7 +39,7 @@ async def citus_store() -> AsyncIterator[tuple[Store, str]]:
         yield store, schema
     finally:
         await store.aclose()
-        _drop_schema(schema)
+        drop_schema(schema)
 
 
 async def test_a_new_schema_is_distributed_as_the_page_says(

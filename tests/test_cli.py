@@ -26,13 +26,7 @@ from agents.memory import SQLiteSession
 from agents.testing import assistant_message, function_call
 from typer.testing import CliRunner
 
-from conftest import (
-    MISSING_DATABASE,
-    POSTGRES_URL,
-    database_target,
-    target_exists,
-    target_sql,
-)
+from support import MISSING_DATABASE, POSTGRES_URL, database_target, target_exists, target_sql
 from turnstore import Store, StructuredSession, postgres, sqlite
 from turnstore.cli import _shown, app
 from turnstore.core.statements import CREATE_VERSION_TABLE
@@ -1238,7 +1232,7 @@ def test_import_sqlalchemy_session_from_postgres(cli_target: str) -> None:
 
     import psycopg
 
-    from conftest import POSTGRES_URL, require_postgres
+    from support import POSTGRES_URL, require_postgres
 
     require_postgres()
     from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession

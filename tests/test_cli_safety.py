@@ -24,7 +24,7 @@ from agents.memory import SQLiteSession
 from typer.testing import CliRunner
 
 from builders import assistant, call, output, user
-from conftest import target_sql
+from support import cli, target_sql
 from turnstore import Store
 from turnstore.cli import app, safe_text
 
@@ -40,13 +40,6 @@ RAW = ("\x1b", "\x07", "\x9b", "\x7f", "\u202e")
 def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TURNSTORE_DB", raising=False)
     monkeypatch.setenv("COLUMNS", "400")
-
-
-def cli(*args: str, code: int = 0) -> Any:
-    result = runner.invoke(app, list(args))
-    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
-    assert "Traceback" not in result.output
-    return result
 
 
 def one_error_line(result: Any) -> str:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import POSTGRES_URL, _drop_schema, require_module, require_postgres, target_sql
+from support import POSTGRES_URL, drop_schema, require_module, require_postgres, target_sql
 
 typer_testing = require_module("typer.testing")
 from turnstore import Store  # noqa: E402
@@ -31,7 +31,7 @@ def schema() -> Iterator[str]:
     require_postgres()
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
-    _drop_schema(name)
+    drop_schema(name)
 
 
 def tables(schema: str) -> list[str]:
@@ -87,7 +87,7 @@ def fallback() -> Iterator[str]:
     require_postgres()
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
-    _drop_schema(name)
+    drop_schema(name)
 
 
 def in_schema(name: str) -> str:

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from builders import assistant, user
 from chains import SESSION_TABLES, build_chain
-from conftest import database_target, target_sql
+from support import database_target, target_sql
 from turnstore import Store, extras
 from turnstore.cli import app
 from turnstore.demo import run_demo

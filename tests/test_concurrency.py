@@ -24,7 +24,7 @@ import pytest
 
 import workers
 from builders import user
-from conftest import POSTGRES_URL, require_postgres, sql
+from support import POSTGRES_URL, require_postgres, sql
 from turnstore import Store
 
 PROCESSES = int(os.environ.get("TURNSTORE_STRESS_PROCESSES", "8"))

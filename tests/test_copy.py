@@ -23,25 +23,38 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import assistant, call, output, user
-from conftest import _drop_schema, database_target, postgres_target, sql, target_exists
+from builders import (
+    assistant,
+    call,
+    grow_an_older_branch_later,
+    newer_rows_in_earlier_runs,
+    orders,
+    output,
+    user,
+)
 from richdb import assert_rich, build_rich, dump
-from test_exactly_once import proxy  # noqa: F401 - the fixture, for this module too
-from test_roundtrip_property import items as roundtrip_items
+from strategies import items as roundtrip_items
+from support import (
+    Interrupted,
+    cli,
+    database_target,
+    drop_schema,
+    failing_after,
+    postgres_target,
+    sql,
+    target_exists,
+)
 from turnstore import (
     CopySummary,
     InvalidOperationError,
     ReadOnlyError,
-    ResponseRecord,
     SessionNotFoundError,
     Store,
-    Telemetry,
     TurnstoreError,
     Usage,
     copy,
 )
 from turnstore import transfer as transfer_module
-from turnstore.core.spans import SpanRecord
 
 
 @pytest.fixture
@@ -106,26 +119,6 @@ async def _small_source(path: str, sessions: int = 4, turns: int = 6) -> None:
             await store.update_session(sid, user_id="ann" if s % 2 else "bob", metadata={"n": s})
 
 
-class Interrupted(Exception):
-    """The fault a test injects into a copy."""
-
-
-def _failing_after(store: Store, writes: int) -> Store:
-    """``store``, whose backend fails every transaction that writes after the first ``writes``."""
-    run = store.backend.run
-    seen = [0]
-
-    async def failing(op: Any, *, write: bool) -> Any:
-        if write:
-            seen[0] += 1
-            if seen[0] > writes:
-                raise Interrupted(f"write {seen[0]}")
-        return await run(op, write=write)
-
-    store.backend.run = failing  # type: ignore[method-assign]
-    return store
-
-
 @pytest.mark.parametrize("writes", [0, 1, 3, 7])
 async def test_an_interrupted_copy_resumes_where_it_stopped(
     new_target: Any, tmp_path: Path, writes: int
@@ -135,7 +128,7 @@ async def test_an_interrupted_copy_resumes_where_it_stopped(
     target = new_target()
     async with Store.open(target) as dst:
         with pytest.raises(Interrupted):
-            await copy(source, _failing_after(dst, writes), chunk_items=6)
+            await copy(source, failing_after(dst, writes), chunk_items=6)
     async with Store.open(target) as dst:
         partial = await dump(dst)
     assert len(partial["sessions"]) == (writes + 2) // 3  # 3 chunks a session
@@ -327,16 +320,6 @@ async def test_ids_are_renumbered_not_kept(tmp_path: Path) -> None:
 # The command
 
 
-def cli(*args: str, code: int = 0) -> Any:
-    from typer.testing import CliRunner
-
-    from turnstore.cli import app
-
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == code, result.output
-    return result
-
-
 def test_cli_copies_then_copies_nothing(new_target: Any, tmp_path: Path) -> None:
     source = str(tmp_path / "source.db")
     asyncio.run(_small_source(source, sessions=2))
@@ -461,7 +444,7 @@ def test_import_of_a_turnstore_database_points_to_copy(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def proxied_target(
-    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxy: Any,
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[tuple[Store, str]]:
     """A PostgreSQL target reached through the proxy (retrying a failed transaction as many
@@ -478,13 +461,13 @@ async def proxied_target(
     )
     yield store, postgres_target(schema)
     await store.aclose()
-    _drop_schema(schema)
+    drop_schema(schema)
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("fault", ["before_commit", "after_commit", "mid_pipeline"])
 async def test_a_connection_cut_under_a_copy_writes_each_row_once(
-    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxy: Any,
     proxied_target: tuple[Store, str],
     tmp_path: Path,
     fault: str,
@@ -503,7 +486,7 @@ async def test_a_connection_cut_under_a_copy_writes_each_row_once(
 @pytest.mark.postgres
 @pytest.mark.parametrize("proxied_target", [{"retries": 0}], indirect=True)
 async def test_a_copy_the_server_drops_resumes_when_run_again(
-    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxy: Any,
     proxied_target: tuple[Store, str],
     tmp_path: Path,
 ) -> None:
@@ -595,20 +578,6 @@ def test_an_export_of_every_session_imports_with_usage_and_the_tree(
         assert asyncio.run(catalogue(target)) == asyncio.run(catalogue(source))
 
 
-async def grow_an_older_branch_later(store: Store) -> None:
-    """Session "p": two runs, then a third beside the second, then the second's open run
-    continued, so that its newest items are newer than the third run's."""
-    await store.add_items("p", [user("a"), assistant("A")])
-    await store.add_items("p", [user("b"), call("c1", "t")])
-    first, second = (run for run, _ in await store.tree("p"))
-    await store.move_head("p", first.id, to_parent=False)
-    await store.add_items("p", [user("c"), assistant("C")])
-    await store.move_head("p", second.id, to_parent=False)
-    await store.add_items("p", [output("c1", "done"), assistant("B")])
-    [(run_id,)] = await sql(store, "SELECT run_id FROM items ORDER BY id DESC LIMIT 1")
-    assert run_id == second.id  # the newest item is on the older branch
-
-
 @pytest.mark.parametrize("chunk_items", [1, 2, 2000])
 async def test_items_keep_their_order_when_an_older_branch_grows_later(
     store: Store, chunk_items: int
@@ -621,51 +590,6 @@ async def test_items_keep_their_order_when_an_older_branch_grows_later(
         summary = await copy(store, target, chunk_items=chunk_items)
         assert summary.copied == 1
         assert await dump(target) == await dump(store)
-
-
-async def newer_rows_in_earlier_runs(store: Store) -> None:
-    """Sessions in which a row of an earlier run is newer than a row of a later run of its
-    table, so that a copy cutting between the runs would number the two the other way round:
-    "calls" (c0's output lands in the next run; c1, after it, is answered in its own run),
-    "owner" (a call credited to its writer's older run, written after the newer run's call),
-    "responses" (a model call recorded for an older run after the newer run's) and "spans"
-    (an older run's span stored after the newer run's)."""
-    await store.add_items(
-        "calls", [user("q0"), call("c0", "t"), call("c1", "t"), output("c1", "1")]
-    )
-    await store.add_items("calls", [user("q1"), output("c0", "0"), assistant("a1")])
-    older = await store.add_items("owner", [user("q0"), assistant("a0")])
-    await store.add_items("owner", [user("q1"), call("k1", "t"), output("k1", "1"), assistant("a")])
-    await store.add_items("owner", [call("k0", "t"), output("k0", "0")], owner=older)
-
-    def model_call(name: str) -> Telemetry:
-        now = datetime.now(timezone.utc)
-        return Telemetry([ResponseRecord(name, "m", name, None, Usage(1, 1, 1, 2), now, now, 1.0)])
-
-    older = await store.add_items("responses", [user("q0"), assistant("a0")])
-    await store.add_items("responses", [user("q1"), assistant("a1")])
-    await store.add_items("responses", [], telemetry=model_call("newer run"))  # the head's
-    await store.move_head("responses", older, to_parent=False)
-    await store.add_items("responses", [], telemetry=model_call("older run"))
-    await store.add_items("responses", [user("q2"), assistant("a2")])
-
-    def span(run_id: int | None, name: str) -> SpanRecord:
-        now = store.backend.now()
-        assert run_id is not None
-        return SpanRecord(run_id, "trace", name, None, "function", name, now, now, 1.0, None, "{}")
-
-    older = await store.add_items("spans", [user("q0"), assistant("a0")])
-    newer = await store.add_items("spans", [user("q1"), assistant("a1")])
-    await store._record_spans("spans", [span(newer, "newer run")])
-    await store._record_spans("spans", [span(older, "older run")])
-
-
-async def orders(store: Store) -> list[list[str | None]]:
-    """What the queries list, oldest first: each session's tool calls and model calls."""
-    return [
-        [c.call_id for s in ("calls", "owner") for c in await store.tool_calls(session_id=s)],
-        [r.agent_name for r in await store.model_responses(session_id="responses")],
-    ]
 
 
 _PAIRS = [

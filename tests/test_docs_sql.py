@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from querydata import build
+from scripted import tracing_on
 from sqlscope import uncolocated
-from test_queries import build
-from test_tracing import tracing_on
 from turnstore import Store, tracing
 from turnstore.core.ops import Fetch, Op, Query
 

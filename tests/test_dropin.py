@@ -16,7 +16,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.usage import InputTokensDetails, OutputTokensDetails, Usage
 
 from builders import user
-from conftest import sql
+from support import sql
 from turnstore import ConfigurationError, Store, StructuredSession
 
 pytestmark = pytest.mark.e2e

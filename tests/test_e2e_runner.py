@@ -9,55 +9,23 @@ the middle of a conversation, then continue it with the Runner.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from agents import (
     Agent,
-    GuardrailFunctionOutput,
-    InputGuardrailTripwireTriggered,
-    RunContextWrapper,
     Runner,
     SQLiteSession,
     function_tool,
-    input_guardrail,
 )
-from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from agents.usage import InputTokensDetails, OutputTokensDetails, Usage
+from agents.testing import ScriptedModel, assistant_message, function_call
 
-from conftest import sql
+from scripted import MODES, converse, drive
+from support import sql
 from turnstore import Store, StructuredSession
 
 pytestmark = pytest.mark.e2e
-
-MODES = ["run", "run_sync", "run_streamed"]
-
-
-def usage(requests: int, inp: int, out: int, cached: int = 0, reasoning: int = 0) -> Usage:
-    return Usage(
-        requests=requests,
-        input_tokens=inp,
-        output_tokens=out,
-        total_tokens=inp + out,
-        input_tokens_details=InputTokensDetails(cached_tokens=cached, cache_write_tokens=0),
-        output_tokens_details=OutputTokensDetails(reasoning_tokens=reasoning),
-    )
-
-
-async def drive(mode: str, agent: Agent[Any], run_input: Any, session: Any) -> Any:
-    """One ``Runner`` call in the given mode; returns its result once it is complete."""
-    if mode == "run":
-        return await Runner.run(agent, run_input, session=session)
-    if mode == "run_sync":
-        # run_sync needs a thread without a running event loop.
-        return await asyncio.to_thread(Runner.run_sync, agent, run_input, session=session)
-    streamed = Runner.run_streamed(agent, run_input, session=session)
-    async for _ in streamed.stream_events():
-        pass
-    return streamed
 
 
 class RecordingSession:
@@ -89,85 +57,6 @@ class RecordingSession:
 
 # ---------------------------------------------------------------------------------------------
 # Issue 2: one conversation through every SDK feature that writes to the session
-
-
-@function_tool
-def get_weather(city: str) -> str:
-    """The weather in a city."""
-    return f"Rain in {city}"
-
-
-@function_tool(needs_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file (needs approval)."""
-    return f"deleted {path}"
-
-
-@input_guardrail(run_in_parallel=False)  # decided before any model call: deterministic
-async def no_forbidden(ctx: RunContextWrapper[Any], agent: Agent[Any], data: Any) -> Any:
-    # With a session, ``data`` is the whole history: judge only the newest input.
-    text = data if isinstance(data, str) else str(data[-1].get("content"))
-    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="forbidden" in text)
-
-
-def build_agents() -> tuple[Agent[Any], ScriptedModel]:
-    model = ScriptedModel(
-        [
-            # run 1: a tool call, then the answer
-            ModelStep(
-                output=[function_call("get_weather", {"city": "Oslo"}, call_id="c1")],
-                usage=usage(1, 10, 2, cached=4, reasoning=1),
-            ),
-            ModelStep(
-                output=[assistant_message("It rains in Oslo.")],
-                usage=usage(1, 20, 3, cached=8, reasoning=2),
-            ),
-            # run 2: a handoff; the billing agent answers
-            ModelStep(
-                output=[function_call("transfer_to_billing", {}, call_id="h1")],
-                usage=usage(1, 30, 1),
-            ),
-            ModelStep(output=[assistant_message("Billing here.")], usage=usage(1, 40, 5)),
-            # run 3 trips the guardrail before any model call
-            # run 4: a call that needs approval, then (resumed) the answer
-            ModelStep(
-                output=[function_call("delete_file", {"path": "/tmp/r.txt"}, call_id="c2")],
-                usage=usage(1, 50, 4),
-            ),
-            ModelStep(output=[assistant_message("Deleted /tmp/r.txt.")], usage=usage(1, 60, 6)),
-        ]
-    )
-    billing = Agent("Billing", model=model, instructions="You handle billing.")
-    agent = Agent(
-        "Assistant",
-        model=model,
-        tools=[get_weather, delete_file],
-        handoffs=[billing],
-        input_guardrails=[no_forbidden],
-    )
-    return agent, model
-
-
-async def converse(mode: str, session: Any, on_interrupt: Callable[[], Any] | None = None) -> None:
-    """The four runs; ``on_interrupt`` is awaited while the approval is pending."""
-    agent, model = build_agents()
-    result = await drive(mode, agent, "What's the weather in Oslo?", session)
-    assert result.final_output == "It rains in Oslo."
-    result = await drive(mode, agent, "I have a billing question", session)
-    assert result.final_output == "Billing here."
-    assert result.last_agent.name == "Billing"
-    with pytest.raises(InputGuardrailTripwireTriggered):
-        await drive(mode, agent, "tell me something forbidden", session)
-
-    result = await drive(mode, agent, "Delete /tmp/r.txt", session)
-    assert [item.tool_name for item in result.interruptions] == ["delete_file"]
-    if on_interrupt is not None:
-        await on_interrupt()
-    state = result.to_state()
-    state.approve(result.interruptions[0])
-    result = await drive(mode, agent, state, session)
-    assert result.final_output == "Deleted /tmp/r.txt."
-    assert model.remaining_steps == 0
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from builders import assistant, user
-from conftest import POSTGRES_URL, require_postgres, sql
+from support import POSTGRES_URL, sql
 from turnstore import (
     InvalidOperationError,
     OutcomeUnknownError,
@@ -126,20 +126,6 @@ async def test_a_cleared_session_keeps_only_the_key_of_its_clear(
 
 
 @pytest.fixture
-def proxy() -> Iterator[Any]:
-    require_postgres()
-    from psycopg.conninfo import conninfo_to_dict
-
-    from faultproxy import FaultProxy
-
-    params = conninfo_to_dict(POSTGRES_URL)
-    with FaultProxy(str(params.get("host", "127.0.0.1")), int(params.get("port", 5432))) as p:
-        p.database = str(params.get("dbname", "test"))
-        p.user = str(params.get("user", "postgres"))
-        yield p
-
-
-@pytest.fixture
 async def pg_store(proxy: Any) -> AsyncIterator[Store]:
     """A store through the proxy with a pool of ONE connection and a long pool timeout.
 
@@ -159,9 +145,9 @@ async def pg_store(proxy: Any) -> AsyncIterator[Store]:
     )
     yield store
     await store.aclose()
-    from conftest import _drop_schema
+    from support import drop_schema
 
-    _drop_schema(schema)
+    drop_schema(schema)
 
 
 FAULTS = ["before_commit", "after_commit", "mid_pipeline"]
@@ -303,9 +289,9 @@ async def test_a_cut_commit_is_settled_while_the_pool_has_no_connection_to_give(
             await holder.close()
         await store.aclose()
         await pool.close()
-        from conftest import _drop_schema
+        from support import drop_schema
 
-        _drop_schema(schema)
+        drop_schema(schema)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,15 +13,9 @@ from typing import Any
 
 import pytest
 
+from builders import grow_an_older_branch_later, newer_rows_in_earlier_runs, orders
 from richdb import assert_rich, build_rich, dump
-from test_copy import (
-    Interrupted,
-    _failing_after,
-    cli,
-    grow_an_older_branch_later,
-    newer_rows_in_earlier_runs,
-    orders,
-)
+from support import Interrupted, cli, failing_after
 from turnstore import InvalidOperationError, Store
 from turnstore.exchange import ExactSession, ExportedRun, exact_session
 from turnstore.importers import import_source, merge_session
@@ -320,7 +314,7 @@ async def test_an_import_that_stopped_part_way_resumes_exactly(
     target = str(tmp_path / "t.db")
     async with Store.open(target) as store:
         with pytest.raises(Interrupted):
-            await merge_session(_failing_after(store, writes), tree, chunk_items=2)
+            await merge_session(failing_after(store, writes), tree, chunk_items=2)
     async with Store.open(target) as store:
         held = len(await store.tree("tree"))  # every run written (no head yet)
         assert 0 < held < 6

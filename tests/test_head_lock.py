@@ -24,7 +24,7 @@ import pytest
 import turnstore
 import workers
 from builders import assistant, call, output, user
-from conftest import TARGET_BACKENDS, sql
+from support import TARGET_BACKENDS, sql
 from turnstore import NewRun, Store
 
 SID = "s"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POSTGRES_URL, target_exists
+from support import POSTGRES_URL, target_exists
 from turnstore import (
     ConfigurationError,
     ConnectionFailedError,

@@ -25,10 +25,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import assistant, call, output, user
-from conftest import POSTGRES_URL, _drop_schema, require_postgres, sql
-from test_spans import record
-from test_tree import converse, history, path, run_items, snapshot
+from builders import (
+    assistant,
+    call,
+    converse,
+    history,
+    output,
+    path,
+    run_items,
+    snapshot,
+    span_record,
+    user,
+)
+from support import POSTGRES_URL, drop_schema, require_postgres, sql
 from turnstore import (
     ConflictError,
     InvalidItemError,
@@ -419,7 +428,8 @@ async def test_long_values_of_every_indexed_text_column_are_stored_and_found(
     [run] = await store.runs(key)
     branch = await store.name_branch(key, run.id, long[:200])  # the longest branch name
     batch = [
-        record(store, run.id, n, kind=long if n == 7 else "custom", name=long) for n in range(17)
+        span_record(store, run.id, n, kind=long if n == 7 else "custom", name=long)
+        for n in range(17)
     ]
     await store._record_spans(key, batch)
 
@@ -474,7 +484,7 @@ async def test_postgres_lookups_by_call_id_tool_name_and_span_kind_use_the_prefi
         async with Store.open(POSTGRES_URL, schema=schema) as store:
             await _check_plans(store)
     finally:
-        _drop_schema(schema)
+        drop_schema(schema)
 
 
 async def _check_plans(store: Store) -> None:

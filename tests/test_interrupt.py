@@ -26,8 +26,7 @@ from typing import Any
 
 import pytest
 
-from conftest import POSTGRES_URL, _drop_schema, sql
-from test_exactly_once import proxy  # noqa: F401 - the fixture, for this module too
+from support import POSTGRES_URL, drop_schema, sql
 from turnstore import Store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
@@ -136,7 +135,7 @@ async def test_a_cancelled_sqlite_read_is_interrupted(tmp_path: Path) -> None:
 
 
 async def test_close_after_a_read_cancelled_on_a_silent_server(
-    proxy: Any,  # noqa: F811 - the fixture imported above
+    proxy: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Before: close() stopped the loop with the read still pending on it: "Task was destroyed
@@ -156,7 +155,7 @@ async def test_close_after_a_read_cancelled_on_a_silent_server(
         with caplog.at_level(logging.ERROR, logger="asyncio"):
             await asyncio.wait_for(store.aclose(), WAIT)
             gc.collect()  # what a task left pending on the stopped loop would raise now
-        _drop_schema(schema)
+        drop_schema(schema)
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
     await asyncio.to_thread(
         wait_until, lambda: not running(marker), "the statement stopped on the server", 10

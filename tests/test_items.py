@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import require_module
+from support import require_module
 from turnstore.items import ItemInfo, classify
 
 PNG = "data:image/png;base64," + "iVBORw0KGgo" * 1000  # stands in for a large screenshot

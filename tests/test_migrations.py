@@ -23,7 +23,7 @@ import turnstore
 import workers
 from builders import assistant, user
 from chains import SESSION_TABLES, build_chain, count_rows
-from conftest import POSTGRES_URL, require_postgres
+from support import POSTGRES_URL, require_postgres
 from turnstore import SchemaError, Store
 from turnstore.core.ops import Fetch, Query
 

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from builders import assistant, call, output, user
-from conftest import sql, target_sql
+from support import sql, target_sql
 from turnstore import Store
 from turnstore.cli import app
 from turnstore.units import duration_text, elapsed_ms

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from builders import assistant, call, output, user
-from conftest import require_module
-from test_tracing import STORED_ERROR, converse, tracing_on
+from scripted import STORED_ERROR, converse_traced, tracing_on
+from support import require_module
 from turnstore import (
     ConfigurationError,
     SessionNotFoundError,
@@ -68,7 +68,7 @@ async def test_a_traced_session_exports_as_otlp(open_store: Any) -> None:
     store = open_store()
     try:
         with tracing_on():
-            await converse("run", StructuredSession("s", store))
+            await converse_traced("run", StructuredSession("s", store))
             await tracing.aflush()
         request = await otel.otlp_traces(store, "s")
         message = parse(json.loads(json.dumps(request)))

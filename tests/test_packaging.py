@@ -28,7 +28,7 @@ if sys.version_info < (3, 11):  # tomllib; CI runs 3.11
 import tomllib
 from packaging.requirements import Requirement
 
-from conftest import POSTGRES_URL, require_postgres
+from support import POSTGRES_URL, require_postgres
 from turnstore import extras
 
 pytestmark = pytest.mark.packaging

@@ -18,7 +18,7 @@ import pytest
 
 from builders import assistant, call, output, user
 from citus import CITUS_URL
-from conftest import POSTGRES_URL, require_module, require_postgres, session_target, sql
+from support import POSTGRES_URL, require_module, require_postgres, session_target, sql
 from turnstore import (
     ClosedError,
     ConfigurationError,

@@ -11,27 +11,31 @@ PostgreSQL the same checks read through a role that may only read the schema (``
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import json
 import os
-import pwd
 import shutil
 import sqlite3
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from builders import assistant, user
-from conftest import reader_target, sql, target_state
+from support import (
+    file_hashes,
+    old_database,
+    reader_ids,
+    run_as_reader,
+    sql,
+    target_state,
+    unwritable,
+)
 from turnstore import (
     ConfigurationError,
     ConnectionFailedError,
@@ -40,20 +44,10 @@ from turnstore import (
     Store,
 )
 from turnstore.importers import import_source, open_source
-from turnstore.sqlite import migrations as sqlite_migrations
 from turnstore.sqlite import sqlite_file_kind
 from turnstore.sqlite.errors import driver_error
 
 ITEMS = [user("where is the zebra"), assistant("behind the giraffe")]
-
-
-def _files(path: Path) -> dict[str, str]:
-    """The SHA-256 of the database file and of its -wal and -shm, where present."""
-    return {
-        name.name: hashlib.sha256(name.read_bytes()).hexdigest()
-        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
-        if name.exists()
-    }
 
 
 def _open_read_only(target: str, options: dict[str, Any]) -> Store:
@@ -119,31 +113,18 @@ def test_read_only_open_never_creates_a_schema(
         assert Path(target).stat().st_size == 0
 
 
-def _old_database(
-    monkeypatch: pytest.MonkeyPatch, backend_name: str, target: str, options: dict[str, Any]
-) -> None:
-    """Create the database at the schema version before the newest."""
-    if backend_name == "postgres":
-        from turnstore.postgres import migrations as module
-    else:
-        module = sqlite_migrations  # type: ignore[assignment]
-    with monkeypatch.context() as patch:
-        patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:-1])
-        Store.open(target, **options).close()
-
-
 def test_read_only_open_refuses_an_older_schema_and_never_migrates(
     monkeypatch: pytest.MonkeyPatch, db_target: tuple[str, dict[str, Any]], backend_name: str
 ) -> None:
     target, options = db_target
     if backend_name == "sqlite-memory":
         return
-    _old_database(monkeypatch, backend_name, target, options)
-    before = _files(Path(target)) if backend_name == "sqlite-file" else None
+    old_database(monkeypatch, backend_name, target, options)
+    before = file_hashes(Path(target)) if backend_name == "sqlite-file" else None
     with pytest.raises(SchemaError, match=r"too old to read without migrating.*turnstore migrate"):
         _open_read_only(target, options)
     if before is not None:  # (a reader may leave an empty -wal and a -shm)
-        assert _files(Path(target))["turnstore.db"] == before["turnstore.db"]
+        assert file_hashes(Path(target))["turnstore.db"] == before["turnstore.db"]
     # Still at the old version: a normal open migrates it.
     store = Store.open(target, **options)
     store.close()
@@ -182,7 +163,7 @@ async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
     with sqlite3.connect(path) as conn:
         [(through,)] = conn.execute("SELECT indexed_through FROM items_fts_state")
     assert through == 0
-    before = _files(path)
+    before = file_hashes(path)
     store = Store.open(path, read_only=True)
     try:
         hits = await store.search("zebra")
@@ -192,7 +173,7 @@ async def test_read_only_search_finds_unindexed_items_without_feeding_the_index(
         assert [hit.session_id for hit in recent] == ["t"]
     finally:
         await store.aclose()
-    assert _files(path)["c.db"] == before["c.db"]
+    assert file_hashes(path)["c.db"] == before["c.db"]
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT indexed_through FROM items_fts_state").fetchall() == [(0,)]
     # A writable store feeds the index and finds the same items.
@@ -271,45 +252,8 @@ _READER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory under /tmp that an unprivileged user can reach (pytest's is root-only)."""
-    if os.getuid() == 0:
-        try:
-            pwd.getpwnam("nobody")
-        except KeyError:
-            pytest.skip("no user 'nobody' to drop privileges to")
-    path = Path(tempfile.mkdtemp(prefix="turnstore-ro-"))
-    path.chmod(0o755)
-    yield path
-    path.chmod(0o755)
-    shutil.rmtree(path)
-
-
-def _reader_ids(target: str | Path) -> list[str]:
-    """The uid and gid a child process reading ``target`` drops to: ``nobody``'s for a file
-    when this process is root (whom file permissions do not stop); none for a PostgreSQL URL,
-    where the role it names is what may only read (``conftest.reader_target``)."""
-    nobody = pwd.getpwnam("nobody") if os.getuid() == 0 and "://" not in str(target) else None
-    return [str(nobody.pw_uid), str(nobody.pw_gid)] if nobody else ["0", "0"]
-
-
-def _run_as_reader(target: str | Path, script: str = _READER) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` on ``target`` in a child process, as ``nobody`` for a file when this one
-    is root (see ``_reader_ids``)."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    return subprocess.run(
-        [sys.executable, "-c", script, str(target), *_reader_ids(target)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": src},
-        check=False,
-    )
-
-
 def _read_as_reader(target: str | Path) -> dict[str, Any]:
-    result = _run_as_reader(target)
+    result = run_as_reader(target, _READER)
     assert result.returncode == 0, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data
@@ -324,32 +268,6 @@ def _written(path: str | Path) -> None:
             await store.aclose()
 
     asyncio.run(write())
-
-
-@contextmanager
-def unwritable(
-    backend: str, fill: Callable[[str], None], request: pytest.FixtureRequest
-) -> Iterator[str]:
-    """A database ``fill`` wrote that nothing reading it can write, as the target to read it
-    by: a read-only file in a read-only directory, to be read as ``nobody`` (SQLite), or the
-    schema as a role that may only read it (PostgreSQL). On leaving, the database (and the
-    directory) must be as they were."""
-    if backend == "sqlite-file":
-        directory: Path = request.getfixturevalue("shared_dir")
-        path = directory / "c.db"
-        fill(str(path))
-        path.chmod(0o444)
-        directory.chmod(0o555)
-        before: object = sorted(os.listdir(directory)), _files(path)
-        yield str(path)
-        assert (sorted(os.listdir(directory)), _files(path)) == before
-        return
-    target: str = request.getfixturevalue("cli_target")
-    fill(target)
-    with reader_target(target) as reader:
-        before = target_state(target)  # its grants included
-        yield reader
-        assert target_state(target) == before
 
 
 def test_a_read_only_store_where_nothing_can_be_written(
@@ -368,9 +286,9 @@ def test_read_only_directory_and_file_with_a_shm(shared_dir: Path) -> None:
     )  # a -shm left by a reader, as after a read-only open of a writable directory
     path.chmod(0o444)
     shared_dir.chmod(0o555)
-    before = sorted(os.listdir(shared_dir)), _files(path)
+    before = sorted(os.listdir(shared_dir)), file_hashes(path)
     assert _read_as_reader(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
-    assert (sorted(os.listdir(shared_dir)), _files(path)) == before
+    assert (sorted(os.listdir(shared_dir)), file_hashes(path)) == before
 
 
 def test_read_only_file_in_a_writable_directory(shared_dir: Path) -> None:
@@ -378,9 +296,9 @@ def test_read_only_file_in_a_writable_directory(shared_dir: Path) -> None:
     _written(path)
     path.chmod(0o444)
     shared_dir.chmod(0o777)  # SQLite may create the -shm and -wal a WAL reader needs
-    digest = _files(path)["c.db"]
+    digest = file_hashes(path)["c.db"]
     assert _read_as_reader(path) == {"items": 2, "hits": 1, "refused": "ReadOnlyError"}
-    assert _files(path)["c.db"] == digest
+    assert file_hashes(path)["c.db"] == digest
     assert not Path(f"{path}-wal").stat().st_size
 
 
@@ -404,7 +322,7 @@ def test_unreadable_write_ahead_log_is_refused_not_ignored(shared_dir: Path) -> 
     link = shared_dir / "link.db"  # SQLite keeps the -wal beside the file a link names
     link.symlink_to(copy / "c.db")
     for opened in (copy / "c.db", link):
-        result = _run_as_reader(opened)
+        result = run_as_reader(opened, _READER)
         assert result.returncode == 1, result.stdout
         assert "ConnectionFailedError: cannot open" in result.stderr
     copy.chmod(0o755)
@@ -449,11 +367,11 @@ CLI_READS = [
 
 def _cli_as_reader(warm: Path, target: str | Path, commands: list[list[str]]) -> list[list[Any]]:
     """Each command's [exit code, stdout, stderr] on ``target``, run as ``nobody`` for a file
-    when this process is root (see ``_reader_ids``), after a first run of each on the
+    when this process is root (see ``support.reader_ids``), after a first run of each on the
     writable ``warm``."""
     result = subprocess.run(
         [sys.executable, "-c", _CLI_READER, str(warm), str(target), json.dumps(commands),
-         *_reader_ids(target)],
+         *reader_ids(target)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -502,13 +420,13 @@ def test_an_import_into_a_file_it_cannot_write_fails(
         shared_dir.chmod(0o777)
         _read_as_reader(path)
     shared_dir.chmod(0o555)
-    before = _files(path)
+    before = file_hashes(path)
     [[code, out, err]] = _cli_as_reader(warm, path, [["import", str(exported)]])
     assert code == 1, out
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: {path} cannot be written here"), line
     assert line.endswith("nothing was written"), line
-    assert _files(path) == before
+    assert file_hashes(path) == before
 
 
 def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(
@@ -518,7 +436,7 @@ def test_cli_read_commands_refuse_an_older_schema_and_never_migrate(
 
     from turnstore.cli import app
 
-    _old_database(monkeypatch, target_backend, cli_target, {})
+    old_database(monkeypatch, target_backend, cli_target, {})
     before = target_state(cli_target)
     # SQLite's file names no credentials: the command to run is given whole.
     migrate = {
@@ -627,10 +545,10 @@ def test_foreign_database_is_refused_byte_identical(
     conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
     conn.execute("INSERT INTO invoices (total) VALUES (12.5)")
     conn.close()
-    before = sorted(os.listdir(tmp_path)), _files(path)
+    before = sorted(os.listdir(tmp_path)), file_hashes(path)
     with pytest.raises(SchemaError, match=r"another application \(tables invoices\)"):
         Store.open(path, read_only=read_only)
-    assert (sorted(os.listdir(tmp_path)), _files(path)) == before
+    assert (sorted(os.listdir(tmp_path)), file_hashes(path)) == before
     assert os.listdir(tmp_path) == ["other.db"]
 
 
@@ -641,10 +559,10 @@ def test_a_database_of_views_only_is_foreign(tmp_path: Path, read_only: bool) ->
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("CREATE VIEW totals AS SELECT 12.5 AS total")
     conn.close()
-    before = _files(path)
+    before = file_hashes(path)
     with pytest.raises(SchemaError, match=r"another application \(tables totals\)"):
         Store.open(path, read_only=read_only)
-    assert _files(path) == before
+    assert file_hashes(path) == before
     assert os.listdir(tmp_path) == ["report.db"]
 
 

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from builders import assistant, user
-from conftest import POSTGRES_URL, require_module, sql
-from test_tree import converse, snapshot
+from builders import assistant, converse, snapshot, user
+from support import POSTGRES_URL, require_module, sql
 from turnstore import (
     ConfigurationError,
     ConflictError,

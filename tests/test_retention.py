@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from builders import assistant, call, output, user
-from conftest import sql
+from support import sql
 from turnstore import ConflictError, SessionNotFoundError, Store
 from turnstore.core.ops import Op, Query
 

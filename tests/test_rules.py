@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builders import assistant, call, output, user
-from conftest import sql
+from support import sql
 from turnstore import Store
 from turnstore.cli import app
 from turnstore.model import ToolCall
@@ -335,7 +335,7 @@ async def _statuses(store: Store, sid: str = "s") -> list[tuple[str | None, str 
 
 @pytest.mark.parametrize("mode", ["run", "run_sync", "run_streamed"])
 async def test_run_status_follows_the_runner(store: Store, mode: str) -> None:
-    from test_e2e_runner import converse
+    from scripted import converse
     from turnstore import StructuredSession
 
     session = StructuredSession("s", store)

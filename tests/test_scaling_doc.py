@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import citus
-from conftest import POSTGRES_URL, _drop_schema, require_module, require_postgres
+from support import POSTGRES_URL, drop_schema, require_module, require_postgres
 
 psycopg = require_module("psycopg")
 typer_testing = require_module("typer.testing")
@@ -61,7 +61,7 @@ def schema() -> Iterator[str]:
     require_postgres()
     name = f"t_{uuid.uuid4().hex[:12]}"
     yield name
-    _drop_schema(name)
+    drop_schema(name)
 
 
 def test_the_citus_steps_run_top_to_bottom(schema: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ import pytest
 from agents.memory import SessionSettings
 
 from builders import assistant, call, output, run_in_new_loop, user
-from conftest import sql
+from support import sql
 from turnstore import (
     ClosedError,
     InvalidItemError,

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from builders import assistant, call, output, user
-from test_tree import converse
+from builders import assistant, call, converse, output, user
 from turnstore import (
     InvalidOperationError,
     NewRun,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from builders import user
-from conftest import session_target
+from support import session_target
 from turnstore import ClosedError, Store, StructuredSession
 from turnstore.store import shared as _shared
 

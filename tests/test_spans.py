@@ -4,37 +4,17 @@ gone are dropped."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
-from builders import call, output, user
+from builders import SPAN_START, call, output, span_record, user
 from turnstore import InvalidOperationError, RunNotFoundError, Store, TraceSpan
-from turnstore.core.spans import SpanRecord, ToolOutcome, encode_data
+from turnstore.core.spans import ToolOutcome, encode_data
 
 HOSTILE = "x\x00y \ud800 '; DROP TABLE spans; -- <b>\u202e\ufdd0"
 # As text columns hold it: NUL, the lone surrogate and the search marks replaced.
 CLEAN = "x\ufffdy \ufffd '; DROP TABLE spans; -- <b>\u202e\ufffd"
-START = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
-
-
-def record(store: Store, run_id: int, n: int, **changes: object) -> SpanRecord:
-    started = START + timedelta(seconds=n)
-    fields: dict[str, object] = {
-        "run_id": run_id,
-        "trace_id": "trace_1",
-        "span_id": f"span_{n}",
-        "parent_span_id": None if n == 0 else "span_0",
-        "kind": "function" if n else "agent",
-        "name": f"name {n}",
-        "started_at": store.backend.bind_time(started),
-        "ended_at": store.backend.bind_time(started + timedelta(milliseconds=10 * n)),
-        "duration_ms": 10.0 * n,
-        "error": None,
-        "data": encode_data({"n": n}),
-    }
-    fields.update(changes)
-    return SpanRecord(**fields)  # type: ignore[arg-type]
 
 
 async def test_spans_read_back_in_order(store: Store) -> None:
@@ -45,9 +25,9 @@ async def test_spans_read_back_in_order(store: Store) -> None:
     await store._record_spans(
         "s",
         [
-            record(store, run.id, 2, error=None),
-            record(store, run.id, 0),
-            record(
+            span_record(store, run.id, 2, error=None),
+            span_record(store, run.id, 0),
+            span_record(
                 store,
                 run.id,
                 1,
@@ -58,10 +38,10 @@ async def test_spans_read_back_in_order(store: Store) -> None:
             ),
         ],
     )
-    await store._record_spans("t", [record(store, other.id, 3, kind="generation")])
+    await store._record_spans("t", [span_record(store, other.id, 3, kind="generation")])
     spans = await store.spans(run_id=run.id)
     assert [span.span_id for span in spans] == ["span_0", "span_1", "span_2"]
-    assert spans[0].started_at == START
+    assert spans[0].started_at == SPAN_START
     assert spans[1].parent_span_id == "span_0"
     assert spans[1].error == CLEAN
     assert spans[1].data == {"input": HOSTILE}
@@ -85,7 +65,7 @@ async def test_spans_of_a_run_that_is_gone_are_dropped(store: Store) -> None:
     await store.add_items("s", [user("q1")])
     [run] = await store.runs("s")
     await store.delete_session("s")
-    await store._record_spans("s", [record(store, run.id, 0)])
+    await store._record_spans("s", [span_record(store, run.id, 0)])
     await store.add_items("s", [user("q2")])
     assert await store.spans(session_id="s") == []
 
@@ -110,7 +90,7 @@ async def test_bad_arguments_are_refused(store: Store) -> None:
 
 
 def _span(n: int, parent: int | None, start: float | None, ms: float | None) -> TraceSpan:
-    started = None if start is None else START + timedelta(milliseconds=start)
+    started = None if start is None else SPAN_START + timedelta(milliseconds=start)
     ended = None if started is None or ms is None else started + timedelta(milliseconds=ms)
     return TraceSpan(
         id=n,
@@ -165,7 +145,8 @@ async def test_the_timeline_page(store: Store) -> None:
     assert page.status_code == 200
     assert "No trace spans are stored for this turn" in page.text
     await store._record_spans(
-        "s", [record(store, run.id, 0), record(store, run.id, 1, error=CLEAN, name=HOSTILE)]
+        "s",
+        [span_record(store, run.id, 0), span_record(store, run.id, 1, error=CLEAN, name=HOSTILE)],
     )
     page = client.get(f"/runs/{run.id}/timeline")
     assert page.status_code == 200

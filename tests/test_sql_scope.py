@@ -6,7 +6,8 @@ session itself, joins between distributed tables are planned only on ``session_i
 unique or foreign key is only allowed when it includes ``session_id`` (tests/sqlscope.py says
 what Citus requires, read from the text). These tests read each backend's SQL table (every
 statement it runs, rendered) and migrations, so that a new statement or table that breaks the
-rule fails here, not in production. The exceptions are listed by statement name, with reasons.
+rule fails here, not in production. The exceptions are listed by statement name, with reasons
+(CROSS_SESSION in tests/sqlscope.py, shared with tests/citus.py).
 On a real cluster, tests/citus.py checks the same by EXPLAIN.
 """
 
@@ -17,8 +18,8 @@ from types import ModuleType
 
 import pytest
 
-from conftest import require_module
-from sqlscope import DISTRIBUTED, SESSION_PARAMETER, refs, uncolocated, unfiltered
+from sqlscope import CROSS_SESSION, DISTRIBUTED, SESSION_PARAMETER, refs, uncolocated, unfiltered
+from support import require_module
 from turnstore import sqlite
 from turnstore.core.statements import LOCK_HEAD, STATEMENTS
 
@@ -26,39 +27,6 @@ psycopg = require_module("psycopg")
 from turnstore import postgres  # noqa: E402
 
 BACKENDS = [pytest.param(sqlite, id="sqlite"), pytest.param(postgres, id="postgres")]
-
-# Statements that are about the whole store by design, not about one session: on Citus they
-# fan out to every shard (docs/scaling.md lists them). An optional session filter
-# (``:sid IS NULL OR session_id = :sid``) does not make a statement per-session.
-CROSS_SESSION = {
-    "run": "a run by id alone, whatever its session (Store.run: deep links)",
-    "tool_call": "a tool call by row id alone (Store.tool_call: deep links)",
-    "session_of_run": "the session of a run by id alone, so that run_id= filters read one session",
-    "index_pending": "whether the store-wide search index lacks items (SQLite)",
-    "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
-    "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
-    "copy_backlog": "a read-only store's private copy of what the search index lacks (SQLite)",
-    "sessions_by_created_at": "the session catalogue, newest first",
-    "sessions_by_created_at_user": "the session catalogue of one user",
-    "sessions_by_updated_at": "the session catalogue, recently active first",
-    "sessions_by_updated_at_user": "the session catalogue of one user",
-    "model_responses_by_all": "model responses across the store (analytics)",
-    "session_summaries": "the summaries of a catalogue page's sessions, by a list of ids",
-    "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",
-    "error_spans_by_all": "the failed trace spans across the store (analytics)",
-    "items_per_session": "how many items each session holds (turnstore copy's progress)",
-    **{
-        f"{family}_by_{driver}": f"{family.replace('_', ' ')} across sessions (analytics)"
-        for family in ("tool_calls", "slowest_tool_calls", "tool_stats")
-        for driver in ("tool", "all")
-    },
-    **{
-        f"usage_by_{key}": f"token usage per {key}, across sessions (analytics)"
-        for key in ("session", "user", "day", "model", "agent")
-    },
-    "search": "full-text search across sessions, one optionally",
-    "search_recent": "full-text search across sessions, one optionally",
-}
 
 # SQLite only: statements keyed by the primary key of a row that the same operation has
 # already read from this session's own rows (the locked head, a run found by session, an

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from conftest import require_module
+from support import require_module
 from turnstore import sqlite
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat

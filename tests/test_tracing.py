@@ -14,50 +14,26 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import (
     Agent,
-    GuardrailFunctionOutput,
-    InputGuardrailTripwireTriggered,
     RunConfig,
-    RunContextWrapper,
     Runner,
     function_tool,
-    input_guardrail,
 )
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool import default_tool_error_function
-from agents.tracing import custom_span, set_trace_processors, set_tracing_disabled, trace
+from agents.tracing import custom_span, trace
 
-from conftest import sql
-from test_e2e_runner import MODES, drive
+from scripted import ERROR, MODES, STORED_ERROR, converse_traced, lookup, tracing_on
+from support import sql
 from turnstore import Store, StructuredSession, TraceSpan, tracing
 from turnstore.tracing.processor import SpanStore
 
 pytestmark = pytest.mark.e2e
-
-ERROR = "disk on fire: /var/x \x00 \ud800 ' OR 1=1; -- <script>"
-# As text columns hold it: NUL and the lone surrogate replaced (items.clean_text).
-STORED_ERROR = "disk on fire: /var/x \ufffd \ufffd ' OR 1=1; -- <script>"
-
-
-@contextmanager
-def tracing_on() -> Iterator[SpanStore]:
-    """Tracing on, with turnstore's processor alone (no test exports traces anywhere)."""
-    processor = tracing.install()
-    set_trace_processors([processor])
-    set_tracing_disabled(False)
-    try:
-        yield processor
-    finally:
-        tracing.flush()
-        set_tracing_disabled(True)
-        set_trace_processors([])
-        tracing.uninstall()
 
 
 @pytest.fixture
@@ -71,66 +47,10 @@ def spans_on() -> Iterator[SpanStore]:
 TOLD_THE_MODEL = default_tool_error_function(None, RuntimeError(ERROR))  # type: ignore[arg-type]
 
 
-@function_tool(failure_error_function=tracing.trace_tool_error)
-def lookup(key: str) -> str:
-    """Look a key up (it always fails)."""
-    raise RuntimeError(ERROR)
-
-
 @function_tool
 def lookup_quietly(key: str) -> str:
     """Look a key up (it always fails; the SDK's default error handler)."""
     raise RuntimeError(ERROR)
-
-
-@function_tool(needs_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file (needs approval)."""
-    return f"deleted {path}"
-
-
-@input_guardrail(name="no_forbidden", run_in_parallel=False)
-async def no_forbidden(ctx: RunContextWrapper[Any], agent: Agent[Any], data: Any) -> Any:
-    text = data if isinstance(data, str) else str(data[-1].get("content"))
-    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="forbidden" in text)
-
-
-def _agents() -> Agent[Any]:
-    model = ScriptedModel(
-        [
-            # run 1: a tool that raises, then a handoff; Billing answers
-            ModelStep(output=[function_call("lookup", {"key": "k1"}, call_id="c1")]),
-            ModelStep(output=[function_call("transfer_to_billing", {}, call_id="h1")]),
-            ModelStep(output=[assistant_message("Billing here.")]),
-            # run 2 trips the guardrail; run 3 asks for an approval that is rejected
-            ModelStep(output=[function_call("delete_file", {"path": "/tmp/r"}, call_id="c2")]),
-            ModelStep(output=[assistant_message("Not deleted.")]),
-        ],
-        emit_traces=True,
-    )
-    billing = Agent("Billing", model=model)
-    return Agent(
-        "Assistant",
-        model=model,
-        tools=[lookup, delete_file],
-        handoffs=[billing],
-        input_guardrails=[no_forbidden],
-    )
-
-
-async def converse(mode: str, session: StructuredSession) -> None:
-    """The acceptance conversation: a raising tool and a handoff in run 1, a guardrail trip in
-    run 2, a rejected approval in run 3."""
-    agent = _agents()
-    result = await drive(mode, agent, "look k1 up", session)
-    assert result.final_output == "Billing here."
-    with pytest.raises(InputGuardrailTripwireTriggered):
-        await drive(mode, agent, "tell me something forbidden", session)
-    result = await drive(mode, agent, "Delete /tmp/r", session)
-    state = result.to_state()
-    state.reject(result.interruptions[0])
-    result = await drive(mode, agent, state, session)
-    assert result.final_output == "Not deleted."
 
 
 def _by_kind(spans: list[TraceSpan], kind: str) -> list[TraceSpan]:
@@ -140,7 +60,7 @@ def _by_kind(spans: list[TraceSpan], kind: str) -> list[TraceSpan]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_turn_stores_its_spans(store: Store, spans_on: SpanStore, mode: str) -> None:
     session = StructuredSession("s", store)
-    await converse(mode, session)
+    await converse_traced(mode, session)
     await tracing.aflush()
     first, tripped, rejected = await store.runs("s")
 
@@ -247,14 +167,14 @@ async def test_concurrent_runner_calls_attribute_every_span(
     sessions = {tag: StructuredSession(f"s-{tag}", store) for tag in "ab"}
     agents = {tag: agent(tag) for tag in "ab"}
 
-    async def converse(tag: str) -> None:
+    async def converse_traced(tag: str) -> None:
         for n in range(3):
             await Runner.run(agents[tag], f"{tag} question {n}", session=sessions[tag])
             await asyncio.sleep(0)
 
     # The two conversations interleave on one event loop, and within one outer trace.
     with trace("both"):
-        await asyncio.gather(converse("a"), converse("b"))
+        await asyncio.gather(converse_traced("a"), converse_traced("b"))
     await tracing.aflush()
     attributed = 0
     for tag in "ab":

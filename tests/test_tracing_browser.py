@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
+from browsing import Watch, live_viewer, screenshot
 from builders import run_in_new_loop
-from conftest import database_target
-from test_tracing import STORED_ERROR, converse, tracing_on
-from test_web_browser import Watch, _screenshot, browser, live_viewer, page
+from scripted import STORED_ERROR, converse_traced, tracing_on
+from support import database_target
 from turnstore import Store, StructuredSession, tracing
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-__all__ = ["browser", "page"]  # the fixtures, shared
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +29,7 @@ def traced(
 
         async def build() -> list[int]:
             async with Store.open(db) as store:
-                await converse("run", StructuredSession("traced", store))
+                await converse_traced("run", StructuredSession("traced", store))
                 await tracing.aflush()
                 return [run.id for run in await store.runs("traced")]
 
@@ -58,7 +57,7 @@ def test_the_timeline_shows_the_failed_span(page: Any, traced: tuple[str, list[i
     assert page.locator("tr.span").first.get_attribute("data-kind") in ("task", "agent")
     bars = page.locator("tr.span svg.bar rect")
     assert bars.count() == page.locator("tr.span").count()
-    _screenshot(page, "web-timeline.png")
+    screenshot(page, "web-timeline.png")
 
     page.goto(base + f"/runs/{tripped}/timeline")
     trip = page.locator("tr.kind-guardrail.tripped")

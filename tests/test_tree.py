@@ -13,8 +13,19 @@ from typing import Any
 
 import pytest
 
-from builders import assistant, call, output, user
-from conftest import sql
+from builders import (
+    assistant,
+    call,
+    converse,
+    head,
+    history,
+    output,
+    path,
+    run_items,
+    snapshot,
+    user,
+)
+from support import sql
 from turnstore import (
     ConflictError,
     InvalidOperationError,
@@ -25,63 +36,6 @@ from turnstore import (
     TurnstoreError,
     Usage,
 )
-
-
-def run_items(tag: str) -> list[dict[str, Any]]:
-    """One SDK-shaped run: the question, a tool call and its output, the answer."""
-    return [
-        user(tag),
-        call(f"c-{tag}", "lookup", f'{{"q": "{tag}"}}'),
-        output(f"c-{tag}", f"out {tag}"),
-        assistant(f"answer {tag}", item_id=f"m-{tag}"),
-    ]
-
-
-async def converse(session: StructuredSession, *tags: str) -> list[int]:
-    """Write one run per tag the way the Runner does (input, then turns); return run ids."""
-    for tag in tags:
-        items = run_items(tag)
-        await session.add_items(items[:1])
-        await session.add_items(items[1:3])
-        await session.add_items(items[3:])
-    return [run.id for run in await session.runs()][-len(tags) :]
-
-
-def history(*tags: str) -> list[dict[str, Any]]:
-    return [item for tag in tags for item in run_items(tag)]
-
-
-async def path(session: StructuredSession) -> list[str | None]:
-    """The user messages of the active path."""
-    return [run.user_message for run in await session.runs()]
-
-
-async def head(store: Store, session_id: str = "s") -> int | None:
-    info = await store.session(session_id)
-    assert info is not None
-    return info.head_run_id
-
-
-async def snapshot(store: Store) -> dict[str, Any]:
-    """Every row of every table, to show that an operation changed nothing."""
-    return {
-        "sessions": await sql(
-            store, "SELECT session_id, head_run_id, title FROM sessions ORDER BY session_id"
-        ),
-        "runs": await sql(
-            store,
-            "SELECT id, session_id, parent_id, depth, user_message, assistant_message,"
-            " item_count, requests, total_tokens, created_at, updated_at FROM runs ORDER BY id",
-        ),
-        "items": await sql(
-            store, "SELECT id, run_id, position, type, role, text, data FROM items ORDER BY id"
-        ),
-        "tool_calls": await sql(
-            store,
-            "SELECT id, run_id, call_id, tool_name, output, status, call_item_id,"
-            " output_item_id, completed_at FROM tool_calls ORDER BY id",
-        ),
-    }
 
 
 async def rows_of_runs(store: Store, run_ids: list[int]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from conftest import MISSING_DATABASE, database_target, sql, target_exists
+from support import MISSING_DATABASE, database_target, sql, target_exists
 from turnstore import (
     InvalidOperationError,
     NotFoundError,

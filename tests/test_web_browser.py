@@ -13,24 +13,18 @@ import html
 import itertools
 import os
 import re
-import socket
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-import uvicorn
 
+from browsing import ROOT, Watch, live_viewer, screenshot
 from builders import run_in_new_loop
 from chains import build_chain
-from conftest import database_target, require_module, unavailable
+from support import database_target
 from turnstore import Store
-from turnstore.web import create_app
 from webdata import (
     FORKED_ID,
     FORKED_TURNS,
@@ -47,54 +41,8 @@ from webdata import (
     build_markup,
 )
 
-# One launch configuration serves these tests and the viewer's benchmark.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from bench_web import CHROMIUM, CHROMIUM_ARGS
-
 pytestmark = pytest.mark.browser
-# Without Chromium's local network access checks, which stop a sandboxed or data: frame from
-# posting to a loopback address before the viewer sees the request (other browsers have no
-# such check): the tests see the viewer's own refusal of other origins.
-ARGS = [*CHROMIUM_ARGS, "--disable-features=LocalNetworkAccessChecks"]
-
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
 PAGE_SIZE = 30  # the viewer's default
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Chromium, launched once for the module."""
-    if not os.access(CHROMIUM, os.X_OK):
-        unavailable(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_playwright = require_module("playwright.sync_api").sync_playwright
-    with sync_playwright() as playwright:
-        # Never a downloaded browser: Debian's, by path.
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@contextmanager
-def live_viewer(db: str, *, read_only: bool = True) -> Iterator[str]:
-    """The base URL of a live viewer over the database ``db``, opened as ``turnstore serve``
-    opens it (``--writable`` unless ``read_only``)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    app = create_app(db, read_only=read_only)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "the server stopped"
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -107,44 +55,6 @@ def viewer(
         ids = run_in_new_loop(lambda: build(db))  # Playwright may own this thread's loop
         with live_viewer(db) as base:
             yield base, ids
-
-
-class Watch:
-    """What a page did besides rendering: dialogs it opened, errors it logged."""
-
-    def __init__(self, page: Any) -> None:
-        self.dialogs: list[str] = []
-        self.errors: list[str] = []
-        page.on("dialog", self._dialog)
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(10_000)
-    yield tab
-    context.close()
-
-
-def _screenshot(page: Any, name: str, *also: Path) -> Path:
-    """A full-page screenshot in test-artifacts/ (and at ``also``), scrolled to the top."""
-    # At the top, so that the sticky bar is where it belongs; no deep-link highlight.
-    page.evaluate(
-        "window.scrollTo(0, 0);"
-        "document.querySelectorAll('.flash').forEach((e) => e.classList.remove('flash'))"
-    )
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    for target in (path, *also):
-        page.screenshot(path=str(target), full_page=True)
-    return path
 
 
 def test_browse_switch_branch_and_expand_a_call(
@@ -183,7 +93,7 @@ def test_browse_switch_branch_and_expand_a_call(
     docs = (
         [ROOT / "docs" / "session-page.png"] if os.environ.get("TURNSTORE_DOCS_SCREENSHOT") else []
     )
-    path = _screenshot(page, "web-session.png", *docs)
+    path = screenshot(page, "web-session.png", *docs)
     assert path.stat().st_size > 10_000
     assert watch.errors == [], watch.errors  # CSP violations would show here
     assert watch.dialogs == []
@@ -208,7 +118,7 @@ def test_stored_markup_is_text_and_never_runs(page: Any, viewer: tuple[str, Ids]
         page.goto(base + url)
         assert page.locator("main img").count() == 0, url
         assert page.evaluate("typeof window.__pwned") == "undefined", url
-    _screenshot(page, "web-hostile-tools.png")
+    screenshot(page, "web-hostile-tools.png")
     assert watch.dialogs == []
     assert page.evaluate("typeof window.__pwned") == "undefined"
 
@@ -319,7 +229,7 @@ def test_the_catalogue_shows_and_sorts_what_sessions_hold(
     runs = [int(text.replace(",", "")) for text in cells]
     assert runs == sorted(runs, reverse=True)
     assert runs[0] == LONG_TURNS
-    _screenshot(page, "web-sessions.png", *_docs("sessions-page.png"))
+    screenshot(page, "web-sessions.png", *_docs("sessions-page.png"))
     assert watch.errors == [], watch.errors
 
 

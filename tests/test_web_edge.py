@@ -30,8 +30,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from conftest import sql, target_state
-from test_readonly import _old_database, _run_as_reader, shared_dir, unwritable  # noqa: F401
+from support import old_database, run_as_reader, sql, target_state, unwritable
 from turnstore import Store, Usage
 from turnstore.web import _hosts_for, create_app
 from turnstore.web.params import Page
@@ -648,7 +647,7 @@ def test_viewer_serves_a_database_it_cannot_write(
     """A read-only mount, not even a -shm can be made, read as ``nobody`` (SQLite); a role
     that may only read the schema (PostgreSQL): pages and search answer, nothing changes."""
     with unwritable(target_backend, _with_backlog, request) as target:
-        result = _run_as_reader(target, _SERVER)
+        result = run_as_reader(target, _SERVER)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
         "/sessions": 200,
@@ -666,7 +665,7 @@ def test_serve_says_when_the_schema_is_too_old(
     import turnstore.web
     from turnstore.cli import app
 
-    _old_database(monkeypatch, target_backend, cli_target, {})
+    old_database(monkeypatch, target_backend, cli_target, {})
     before = target_state(cli_target)
     served: list[object] = []
     monkeypatch.setattr(turnstore.web, "serve", lambda *args, **kwargs: served.append(args))

@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
-from conftest import target_sql
+from support import target_sql
 from turnstore import NewRun, Store
 from turnstore.web import create_app
 
