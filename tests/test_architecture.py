@@ -47,9 +47,9 @@ NOT_YET_LAZY = {
     ("turnstore.inspection", "turnstore.sqlite"),  # (E3)
     ("turnstore.store.base", "turnstore.importers.adopt"),  # adoption in store/adoption (E3)
     ("turnstore.store.analytics", "turnstore.export"),  # export sits below store (E3)
-    ("turnstore.export", "turnstore.importers.base"),  # checked_usage moves to validate (E3)
+    ("turnstore.export", "turnstore.importers.base"),  # checked_usage → validate (E3)
     ("turnstore.cli.app", "turnstore"),  # __version__: turnstore is imported at the top already
-    ("turnstore.demo", "turnstore"),  # StructuredSession, from turnstore.session at the top
+    ("turnstore.demo", "turnstore"),  # StructuredSession, imported at the top
 }
 
 # The layers, lowest first: a module imports its own group and lower layers only. Old and new
