@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from strategies import integers, items, scalars, text
 from turnstore import Store, StructuredSession
 from turnstore.core.codec import decode_data, decode_items, dumps_item
-from turnstore.core.statements import ItemRow
+from turnstore.core.results import ItemRow
 
 batches = st.lists(st.lists(items, max_size=4), min_size=1, max_size=4)
 

@@ -14,6 +14,7 @@ import pytest
 
 from support import require_module
 from turnstore import sqlite
+from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
 from turnstore.core.ops import All, Capability, Execute, Fetch, Insert, One, Query, Value, Values
@@ -106,7 +107,7 @@ def test_fetch_kinds_and_row_types() -> None:
 
 
 def test_a_column_out_of_place_fails_loudly() -> None:
-    description = [(name, None) for name in S.HeadRow._fields]
+    description = [(name, None) for name in R.HeadRow._fields]
     check_columns(S.LOCK_HEAD, description)
     moved = [description[1], description[0], *description[2:]]
     with pytest.raises(AssertionError, match="lock_head returned the columns"):
@@ -119,8 +120,8 @@ def test_row_types_that_extend_another_keep_its_columns_first() -> None:
     # Records are built from the leading fields (``run_from_row`` reads a window's row as a
     # run's; a copied tool call begins as a tool call), and usage from the token columns.
     assert S.PathWindowRow._fields[: len(S.RunRow._fields)] == S.RunRow._fields
-    assert S.CopyToolCallRow._fields[: len(S.ToolCallRow._fields)] == S.ToolCallRow._fields
-    for row in (S.RunRow, S.ModelResponseRow, S.UsageSumRow):
+    assert R.CopyToolCallRow._fields[: len(S.ToolCallRow._fields)] == S.ToolCallRow._fields
+    for row in (S.RunRow, R.ModelResponseRow, R.UsageSumRow):
         assert set(TOKEN_COLUMNS) <= set(row._fields), row
 
 
@@ -128,7 +129,7 @@ def test_the_token_columns_are_usage_s_fields() -> None:
     assert tuple(Usage.__slots__) == TOKEN_COLUMNS
     usage = Usage(1, 2, 3, 4, 5, 6)
     assert usage_params(usage) == dict(zip(TOKEN_COLUMNS, range(1, 7), strict=True))
-    row = S.UsageSumRow("k", 1, *range(1, 7))
+    row = R.UsageSumRow("k", 1, *range(1, 7))
     assert usage_from_row(row) == usage
     for statement in (S.INSERT_MODEL_RESPONSE, S.ADD_RUN_USAGE, S.SET_RUN_USAGE):
         for sql in (sqlite.SQL[statement], postgres.SQL[statement]):

@@ -39,14 +39,8 @@ from typing import Any, NamedTuple, TypeVar, get_args
 
 from . import validate
 from .core.codec import prepare_items
+from .core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 from .core.rows import RunRow, SessionRow, as_datetime, stored_time
-from .core.statements import (
-    BranchNameRow,
-    CopyItemRow,
-    CopyToolCallRow,
-    ModelResponseRow,
-    SpanRow,
-)
 from .core.transfer import Chunk
 from .errors import InvalidOperationError
 from .jsonout import fields

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import InvalidOperationError
 from ..model import IN_PROGRESS, SessionPatch, Telemetry, Usage
 from ..validate import MAX_INT, MAX_REQUESTS
+from . import results as R
 from . import statements as S
 from .catalogue import patch_session
 from .codec import PreparedItem
@@ -303,7 +304,7 @@ def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, 
     )
     if not call_ids:
         return {}
-    rows: list[S.OpenCallRow] = yield S.OPEN_TOOL_CALLS(
+    rows: list[R.OpenCallRow] = yield S.OPEN_TOOL_CALLS(
         {"sid": session_id, "call_ids": json.dumps(call_ids)}
     )
     return {row.call_id: row.id for row in rows}

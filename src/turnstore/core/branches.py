@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidOperationError, NotFoundError
 from ..model import Branch, BranchOrigin
+from . import results as R
 from . import statements as S
 from .lock import lock_session
 from .ops import Op
@@ -73,8 +74,8 @@ class BranchTree:
 
 def branch_tree(session_id: str) -> Op[BranchTree]:
     """The session's runs as a ``BranchTree``: two reads, one pass."""
-    rows: list[S.RunLinkRow] = yield S.RUN_LINKS({"sid": session_id})
-    names: list[S.BranchNameRow] = yield S.BRANCH_NAMES({"sid": session_id})
+    rows: list[R.RunLinkRow] = yield S.RUN_LINKS({"sid": session_id})
+    names: list[R.BranchNameRow] = yield S.BRANCH_NAMES({"sid": session_id})
     parents: dict[int, int | None] = {}
     children: dict[int | None, list[int]] = {}
     fork_of: dict[int, int] = {}
@@ -100,7 +101,7 @@ def branch_tree(session_id: str) -> Op[BranchTree]:
 def branches(session_id: str) -> Op[list[Branch]]:
     """Every leaf of the session's tree, the oldest branch (by its fork run) first;
     ``active`` where the head lies on it."""
-    rows: list[S.LeafRow] = yield S.LEAVES({"sid": session_id})
+    rows: list[R.LeafRow] = yield S.LEAVES({"sid": session_id})
     active_ids = set((yield S.HEAD_LEAVES({"sid": session_id})))
     tree = yield from branch_tree(session_id)
     result = []
@@ -152,7 +153,7 @@ def name_branch(session_id: str, run_id: int, name: str | None, now: Any) -> Op[
 def hand_over_name(session_id: str, top: int, parent_id: int | None) -> Op[None]:
     """Before ``delete_branch`` removes ``top``: if it continued its parent's branch, the next
     child takes over that branch's fork run (with its own name; the deleted one's goes)."""
-    names: list[S.BranchNameRow] = yield S.BRANCH_NAMES({"sid": session_id})
+    names: list[R.BranchNameRow] = yield S.BRANCH_NAMES({"sid": session_id})
     if not names:
         return  # the common case: one indexed read
     tree = yield from branch_tree(session_id)

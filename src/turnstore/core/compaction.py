@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import HistoryTail
+from . import results as R
 from . import statements as S
 from .append import insert_item
 from .codec import PreparedItem, decode_items, loads_item
@@ -37,7 +38,7 @@ __all__ = ["compact", "history_tail"]
 def _tail_rows(session_id: str, limit: int) -> Op[list[tuple[Any, ...]]]:
     """The newest ``limit`` (id, data) rows of the model view, oldest first (plain tuples:
     ``HistoryTail.rows`` hands them to the caller, who hands them back to ``compact``)."""
-    rows: list[S.ItemRow] = yield S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
+    rows: list[R.ItemRow] = yield S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
     return [(row.id, row.data) for row in reversed(rows)]
 
 
@@ -89,14 +90,14 @@ def compact(
         depth, prior = 0, None  # every run of the view is replaced
     else:
         first_id, _ = replaced[0]
-        place: S.ItemPlaceRow | None = yield S.ITEM_PLACE({"sid": session_id, "id": first_id})
+        place: R.ItemPlaceRow | None = yield S.ITEM_PLACE({"sid": session_id, "id": first_id})
         if place is None:  # no longer there: not the newest rows any more
             return False
         first = yield from find_run(session_id, place.run_id)
         depth = first.depth
         prior = first.parent_id if first.kind is None else first.prior_run_id
         if place.position > 0:  # the suffix begins inside ``first``: the model keeps its start
-            rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
+            rows: list[R.ItemRow] = yield S.RUN_ITEMS_BEFORE(
                 {"sid": session_id, "run_id": first.id, "position": place.position}
             )
             copied = prepare(decode_items(rows, session_id))

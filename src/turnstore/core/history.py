@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConflictError, InvalidOperationError, StorageError
 from ..items import classify
 from ..model import Run
+from . import results as R
 from . import statements as S
 from .append import apply_append, parent_head
 from .branches import branch_tree, hand_over_name
@@ -49,7 +50,7 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         head = yield from lock_session(session_id, now, create=False)
         if head.id is None:
             return None
-        last: S.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": head.id})
+        last: R.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": head.id})
         if last is None:  # every run holds an item: not one written by turnstore
             raise StorageError(
                 f"run {head.id}, the head of session {session_id!r}, holds no items; "
@@ -58,7 +59,7 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
         item_id, position = last.id, last.position
         shared: int | None = yield S.FIRST_CHILD({"sid": session_id, "id": head.id})
         if shared is not None:
-            rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
+            rows: list[R.ItemRow] = yield S.RUN_ITEMS_BEFORE(
                 {"sid": session_id, "run_id": head.id, "position": position}
             )
             keep = decode_items(rows, session_id)
@@ -138,7 +139,7 @@ def fork(
         raise InvalidOperationError(
             f"run {run_id} is a compaction: edit or regenerate one of the runs it replaced"
         )
-    row: S.ItemRow | None = yield S.FIRST_ITEM({"sid": session_id, "run_id": run.id})
+    row: R.ItemRow | None = yield S.FIRST_ITEM({"sid": session_id, "run_id": run.id})
     original = decode_items([row], session_id) if row is not None else []
     if not original or not classify(original[0]).starts_run:
         raise InvalidOperationError(f"run {run_id} has no user message to edit or regenerate")
@@ -189,7 +190,7 @@ def delete_branch(
     """
     head = yield from _lock_expected(session_id, now, expected_head)
     run = yield from find_run(session_id, run_id)
-    ancestors: list[S.AncestorRow] = yield S.ANCESTORS_CHILD_COUNTS(
+    ancestors: list[R.AncestorRow] = yield S.ANCESTORS_CHILD_COUNTS(
         {"sid": session_id, "id": run.id, "head": head.id}
     )
     top, parent_id, depth = run.id, run.parent_id, run.depth

@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import StorageError
 from . import statements as S
 from .ops import Capability, Op, supports
-from .statements import HeadRow
+from .results import HeadRow
 
 __all__ = ["Head", "lock_session", "set_head"]
 

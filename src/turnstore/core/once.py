@@ -28,7 +28,7 @@ from .. import validate
 from ..errors import InvalidOperationError
 from . import statements as S
 from .ops import Op
-from .statements import ClaimRow
+from .results import ClaimRow
 
 __all__ = ["HEAD", "KEEP_MS", "check_operation_id", "new_operation_id", "once"]
 

@@ -31,6 +31,7 @@ from ..model import (
     UsageRow,
 )
 from ..units import kept_ms
+from . import results as R
 from . import statements as S
 from .ops import All, Op
 from .reads import session_info, with_items
@@ -106,7 +107,7 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
 
 def session_summaries(session_ids: list[str]) -> Op[dict[str, SessionSummary]]:
     """What each session holds (a session without runs: zeros), in one query."""
-    rows: list[S.SessionSummaryRow] = yield S.SESSION_SUMMARIES({"sids": json.dumps(session_ids)})
+    rows: list[R.SessionSummaryRow] = yield S.SESSION_SUMMARIES({"sids": json.dumps(session_ids)})
     found = {
         row.session_id: SessionSummary(
             runs=int(row.runs),
@@ -208,7 +209,7 @@ _SLOWEST_TOOL_CALLS: Mapping[_Driver, All[ToolCallRow]] = {
     "tool": S.SLOWEST_TOOL_CALLS_BY_TOOL,
     "all": S.SLOWEST_TOOL_CALLS_BY_ALL,
 }
-_TOOL_STATS: Mapping[_Driver, All[S.ToolStatsRow]] = {
+_TOOL_STATS: Mapping[_Driver, All[R.ToolStatsRow]] = {
     "run": S.TOOL_STATS_BY_RUN,
     "session": S.TOOL_STATS_BY_SESSION,
     "tool": S.TOOL_STATS_BY_TOOL,
@@ -335,7 +336,7 @@ def model_responses(
 # Usage
 
 
-_USAGE: Mapping[UsageGroup, All[S.UsageSumRow]] = {
+_USAGE: Mapping[UsageGroup, All[R.UsageSumRow]] = {
     "session": S.USAGE_BY_SESSION,
     "user": S.USAGE_BY_USER,
     "model": S.USAGE_BY_MODEL,

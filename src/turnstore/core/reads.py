@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
 from ..model import Fork, PathView, Run, SessionInfo, ToolCall
+from . import results as R
 from . import statements as S
 from .codec import decode_data, decode_items
 from .collector import pause_for
@@ -50,7 +51,7 @@ def get_items(session_id: str, limit: int | None) -> Op[list[Any]]:
     if limit is None:
         data: list[object] = yield S.PATH_ITEMS({"sid": session_id})
         return decode_data(data, session_id)
-    rows: list[S.ItemRow] = yield S.PATH_ITEMS_TAIL(
+    rows: list[R.ItemRow] = yield S.PATH_ITEMS_TAIL(
         {"sid": session_id, "limit": limit}
     )  # newest first
     rows.reverse()
@@ -89,15 +90,15 @@ def session_info(session_id: str) -> Op[SessionInfo | None]:
 def session_tree(session_id: str) -> Op[list[tuple[Run, list[Any]]]]:
     """Every run of the session (all branches) in creation order, each with its items."""
     rows: list[RunRow] = yield S.SESSION_RUNS({"sid": session_id})
-    item_rows: list[S.RunItemRow] = yield S.SESSION_ITEMS({"sid": session_id})
+    item_rows: list[R.RunItemRow] = yield S.SESSION_ITEMS({"sid": session_id})
     return with_items([run_from_row(row) for row in rows], item_rows, session_id)
 
 
 def with_items(
-    runs: list[Run], rows: Sequence[S.RunItemRow | S.CopyItemRow], session_id: str
+    runs: list[Run], rows: Sequence[R.RunItemRow | R.CopyItemRow], session_id: str
 ) -> list[tuple[Run, list[Any]]]:
     """Each run with its items, decoded from ``rows`` (the runs' items, in order)."""
-    by_run: dict[int, list[S.RunItemRow | S.CopyItemRow]] = {}
+    by_run: dict[int, list[R.RunItemRow | R.CopyItemRow]] = {}
     for row in rows:
         by_run.setdefault(row.run_id, []).append(row)
     # One pause of the collector for the whole session (exports, the viewer), not per run.
@@ -128,7 +129,7 @@ def get_tool_call(call_id: int) -> Op[ToolCall]:
 def run_items(run_id: int) -> Op[list[Any]]:
     """The items of one run, verbatim, in order."""
     run = yield from get_run(run_id)
-    rows: list[S.ItemRow] = yield S.RUN_ITEMS_BEFORE(
+    rows: list[R.ItemRow] = yield S.RUN_ITEMS_BEFORE(
         {"sid": run.session_id, "run_id": run.id, "position": run.item_count}
     )
     return decode_items(rows, run.session_id)
@@ -159,7 +160,7 @@ def path_view(
         leaf_id, leaf_depth = head.id, head.depth
     else:
         anchor = yield from find_run(session_id, through)
-        leaf: S.RunDepthRow | None = yield S.DESCEND({"sid": session_id, "id": anchor.id})
+        leaf: R.RunDepthRow | None = yield S.DESCEND({"sid": session_id, "id": anchor.id})
         if leaf is None:  # the anchor itself, at least, unless it is gone
             raise RunNotFoundError(f"no run {through} in session {session_id!r}")
         leaf_id, leaf_depth = leaf.id, leaf.depth

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..items import clean_text
 from ..model import TraceSpan
+from . import results as R
 from . import statements as S
 from .ops import Op
 from .rows import as_datetime
@@ -168,7 +169,7 @@ def record_spans(session_id: str, records: Sequence[SpanRecord]) -> Op[None]:
             )
 
 
-def _span(row: S.SpanRow) -> TraceSpan:
+def _span(row: R.SpanRow) -> TraceSpan:
     return TraceSpan(
         id=row.id,
         session_id=row.session_id,

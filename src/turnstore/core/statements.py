@@ -11,9 +11,31 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
+from .results import (
+    AncestorRow,
+    BranchNameRow,
+    ClaimRow,
+    CopyItemRow,
+    CopyToolCallRow,
+    HeadRow,
+    ItemPlaceRow,
+    ItemRow,
+    LastItemRow,
+    LeafRow,
+    ModelResponseRow,
+    OpenCallRow,
+    RunDepthRow,
+    RunIdsRow,
+    RunItemRow,
+    RunLinkRow,
+    SearchRow,
+    SessionItemsRow,
+    SessionSummaryRow,
+    SpanRow,
+    ToolStatsRow,
+    UsageSumRow,
+)
 from .rows import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -25,303 +47,9 @@ from .rows import (
     ToolCallRow,
     columns,
 )
-
-# ---------------------------------------------------------------------------------------------
-# Row types of the statements below (the shared ones are in ``rows``)
-
-
-class HeadRow(NamedTuple):
-    """A session's head run, as an append needs it (``lock.Head``)."""
-
-    id: int | None
-    depth: int | None
-    item_count: int | None
-    parent_id: int | None  # in the model's view: a compaction run's prior run
-    has_children: Any  # a boolean (0/1 on SQLite)
-    indexed_through: int | None  # SQLite's search-index watermark; NULL elsewhere
-    status: str | None  # the head run's (model.RunStatus): an append fails one in progress
-
-
-class ClaimRow(NamedTuple):
-    """A write key just claimed (``once``): the row exists only when the key is new."""
-
-    claimed: int
-    # Whether the session may hold keys older than a day to forget (0/1 on SQLite, which
-    # looks; PostgreSQL always says so, see its CLAIM_OPERATION).
-    stale: Any
-    result: str | None  # the result stored with the claim (once's guess), as JSON
-
-
-class ItemRow(NamedTuple):
-    """A stored item: its id and JSON (bytes or text)."""
-
-    id: int
-    data: Any
-
-
-class RunItemRow(NamedTuple):
-    """A stored item with its run."""
-
-    run_id: int
-    id: int
-    data: Any
-
-
-class LastItemRow(NamedTuple):
-    id: int
-    position: int
-    call_id: str | None
-    data: Any
-
-
-class ItemPlaceRow(NamedTuple):
-    run_id: int
-    position: int
-
-
-class LeafRow(NamedTuple):
-    id: int
-    depth: int
-    user_message: str | None
-    created_at: Any
-
-
-class RunLinkRow(NamedTuple):
-    """A run's place in the tree, and what tells an edit from a regenerate."""
-
-    id: int
-    parent_id: int | None
-    user_message: str | None
-    kind: str | None
-
-
-class BranchNameRow(NamedTuple):
-    run_id: int
-    name: str
-
-
-class SessionSummaryRow(NamedTuple):
-    session_id: str
-    runs: int
-    branches: Any
-    total_tokens: Any
-    failed_runs: Any
-    failed_tool_calls: int
-
-
-class AncestorRow(NamedTuple):
-    id: int
-    parent_id: int | None
-    children: int
-
-
-class RunDepthRow(NamedTuple):
-    id: int
-    depth: int
-
-
-class OpenCallRow(NamedTuple):
-    call_id: str
-    id: int
-
-
-class ToolStatsRow(NamedTuple):
-    tool_name: str | None
-    calls: int
-    failed: int
-    timed_calls: int
-    mean_ms: Any
-    p50_ms: Any
-    p95_ms: Any
-    max_ms: Any
-
-
-class ModelResponseRow(NamedTuple):
-    id: int
-    session_id: str
-    run_id: int
-    agent_name: str | None
-    model: str | None
-    response_id: str | None
-    request_id: str | None
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    total_tokens: int
-    cached_tokens: int
-    reasoning_tokens: int
-    started_at: Any | None
-    completed_at: Any
-    latency_ms: float | None
-
-
-class SpanRow(NamedTuple):
-    """A row of ``spans``."""
-
-    id: int
-    session_id: str
-    run_id: int
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    kind: str
-    name: str | None
-    started_at: Any | None
-    ended_at: Any | None
-    duration_ms: float | None
-    error: str | None
-    data: str
-
+from .sql import TOKENS, set_usage_sql
 
 SPAN_COLUMNS = ", ".join(SpanRow._fields)
-
-
-class UsageSumRow(NamedTuple):
-    """Token usage summed over one group (a NULL sum: no runs with tokens)."""
-
-    key: Any
-    runs: int
-    requests: Any
-    input_tokens: Any
-    output_tokens: Any
-    total_tokens: Any
-    cached_tokens: Any
-    reasoning_tokens: Any
-
-
-class CopyItemRow(NamedTuple):
-    """An item as a copy reads it: every column but the derived ones (the search index)."""
-
-    id: int
-    run_id: int
-    position: int
-    type: str
-    role: str | None
-    call_id: str | None
-    name: str | None
-    text: str | None
-    data: str
-    created_at: Any
-
-
-class CopyToolCallRow(NamedTuple):
-    """A tool call as a copy reads it (``ToolCallRow`` + 4): the items it names by their place
-    (run, position), which a copy finds again under their new ids."""
-
-    id: int
-    session_id: str
-    run_id: int
-    call_id: str | None
-    tool_name: str | None
-    kind: str | None
-    arguments: str | None
-    output: str | None
-    status: str | None
-    error: str | None
-    created_at: Any
-    completed_at: Any | None
-    duration_ms: float | None
-    started_at: Any | None
-    call_item_run: int | None
-    call_item_position: int | None
-    output_item_run: int | None
-    output_item_position: int | None
-
-
-class SessionItemsRow(NamedTuple):
-    session_id: str
-    items: int
-
-
-class RunIdsRow(NamedTuple):
-    """The id range of a run's rows in one table."""
-
-    run_id: int
-    first: int
-    last: int
-
-
-class SearchRow(NamedTuple):
-    id: int
-    session_id: str
-    run_id: int
-    type: str
-    role: str | None
-    created_at: Any
-    snippet: str | None
-    rank: float
-
-
-TOKENS = ", ".join(TOKEN_COLUMNS)
-"""The token columns, as a select or insert list."""
-
-
-def tokens(alias: str) -> str:
-    """The token columns of the table ``alias``, as a select list."""
-    return ", ".join(f"{alias}.{column}" for column in TOKEN_COLUMNS)
-
-
-def token_sums(alias: str = "") -> str:
-    """The sum of each token column (of the table ``alias``), named as the column."""
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(f"sum({prefix}{column}) AS {column}" for column in TOKEN_COLUMNS)
-
-
-def response_usage_sql(column: str, filters: str, run_of_call: str, calls_of_run: str) -> str:
-    """``USAGE_BY_MODEL`` / ``USAGE_BY_AGENT``: usage grouped by the runs' and model calls'
-    ``column``, in a dialect whose usage filters are ``filters``.
-
-    Tokens: each model call's go to its own agent (model), where the hooks recorded calls; a
-    run without recorded calls gives its own totals. Runs: each is counted once, under the
-    run's own ``column`` (its last model call's: the agent that answered), so a run with a
-    handoff counts once, not under each agent that took part. ``run_of_call`` joins a call
-    ``m`` to its run ``r``; ``calls_of_run`` finds the calls of the run ``r``.
-    """
-    unrecorded = ", ".join(
-        f"CASE WHEN w.recorded THEN 0 ELSE w.{name} END" for name in TOKEN_COLUMNS
-    )
-    return f"""
-        SELECT k AS key, sum(counted) AS runs, {token_sums()} FROM (
-            SELECT m.{column} AS k, 0 AS counted, {tokens("m")}
-            FROM model_responses m
-            JOIN runs r ON {run_of_call} JOIN sessions s ON s.session_id = r.session_id
-            WHERE {filters}
-            UNION ALL
-            SELECT w.k, 1, {unrecorded} FROM (
-                SELECT r.{column} AS k,
-                    EXISTS (SELECT 1 FROM model_responses m WHERE {calls_of_run}) AS recorded,
-                    {tokens("r")}
-                FROM runs r JOIN sessions s ON s.session_id = r.session_id
-                WHERE {filters}
-            ) w
-        ) u
-        GROUP BY k"""
-
-
-# Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
-_TOKEN_MAX = {"requests": ":max_requests"}
-
-
-def add_usage_sql(least: str, where: str) -> str:
-    """``ADD_RUN_USAGE`` in a dialect whose two-argument minimum is ``least``."""
-    sets = "".join(
-        f"\n            {column} = {least}({column}, {_TOKEN_MAX.get(column, ':max')} - :{column})"
-        f" + :{column},"
-        for column in TOKEN_COLUMNS
-    )
-    return f"""
-        -- A sum stops at its column's largest value: a usage figure never fails a turn.
-        UPDATE runs SET{sets}
-            updated_at = :now
-        WHERE {where}"""
-
-
-def _set_usage_sql(where: str) -> str:
-    """``SET_RUN_USAGE`` of the runs ``where`` selects."""
-    sets = ", ".join(f"{column} = :{column}" for column in TOKEN_COLUMNS)
-    return f"""
-        UPDATE runs SET {sets}, updated_at = :now
-        WHERE {where}"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,15 +102,6 @@ FORGET_OTHER_OPERATIONS = Execute(
     "forget_other_operations", "DELETE FROM operations WHERE session_id = :sid AND op_id <> :key"
 )
 CLAIM_OPERATION = One("claim_operation", row=ClaimRow)
-
-
-def claim_operation_sql(stale: str, result: str) -> str:
-    """CLAIM_OPERATION's SQL: ``stale`` the dialect's answer to whether the session holds
-    keys before ``:before`` to forget, ``result`` the guess it stores (``:result``, or with
-    ``:head`` the session's head run where the dialect reads it)."""
-    return f"""
-        INSERT INTO operations (session_id, op_id, result) VALUES (:sid, :key, {result})
-        ON CONFLICT DO NOTHING RETURNING 1 AS claimed, {stale} AS stale, result"""
 
 
 OPERATION_RESULT = Value(
@@ -441,7 +160,7 @@ UPDATE_RUN_APPEND = Execute(
 # A Runner call's usage since its last write: each call's tokens add up on its run (each
 # dialect writes it with its own two-argument minimum: ``add_usage_sql``).
 ADD_RUN_USAGE = Execute("add_run_usage")
-SET_RUN_USAGE = Execute("set_run_usage", _set_usage_sql("session_id = :sid AND id = :id"))
+SET_RUN_USAGE = Execute("set_run_usage", set_usage_sql("session_id = :sid AND id = :id"))
 SET_RUN_ANSWER = Execute(
     "set_run_answer",
     f"""

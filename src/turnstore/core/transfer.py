@@ -22,9 +22,9 @@ from .. import validate
 from ..errors import StorageError
 from . import statements as S
 from .ops import Op
+from .results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 from .rows import RunRow, SessionRow, as_datetime
 from .search_index import index_backlog
-from .statements import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 
 __all__ = [
     "Bounds",

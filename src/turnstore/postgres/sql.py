@@ -15,7 +15,7 @@ from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.rows import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
 from ..core.search import SNIPPET_MARKS
-from ..core.statements import response_usage_sql, token_sums
+from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
 from ..toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "TS_CONFIG"]
@@ -93,7 +93,7 @@ _OWN: dict[Statement, str] = {
     # Always "forget": the DELETE is queued and travels with the next statement (no round
     # trip of its own), and a subquery in an INSERT is not one Citus routes: so no guess of
     # the head either (the row lock is taken after the claim, so it could be stale anyway).
-    S.CLAIM_OPERATION: S.claim_operation_sql("true", "CAST(:result AS text)"),
+    S.CLAIM_OPERATION: claim_operation_sql("true", "CAST(:result AS text)"),
     # The lock that serialises the writers of one session is its row's: ENSURE_SESSION's ON
     # CONFLICT DO UPDATE takes it (even when the WHERE is false), or LOCK_SESSION where the
     # session is not to be created. LOCK_HEAD then reads the head in a statement of its own,
@@ -112,7 +112,7 @@ _OWN: dict[Statement, str] = {
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
     S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("GREATEST"),
     S.PUT_SESSION: S.put_session_sql("CAST(:metadata AS jsonb)"),
-    S.ADD_RUN_USAGE: S.add_usage_sql("LEAST", "session_id = :sid AND id = :id"),
+    S.ADD_RUN_USAGE: add_usage_sql("LEAST", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls
         WHERE session_id = :sid AND output_item_id IS NULL

@@ -16,7 +16,7 @@ from ..core.rows import (
     RunRow,
     columns,
 )
-from ..core.statements import response_usage_sql, token_sums
+from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
 from ..toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL"]
@@ -76,7 +76,7 @@ _OWN: dict[Statement, str] = {
     # Whether old keys wait is one probe of the key index inside the claim, so that the
     # DELETE forgetting them runs only when there are some (rarely: a day after a key). The
     # head read for a guess is the head the write starts from: BEGIN IMMEDIATE holds the lock.
-    S.CLAIM_OPERATION: S.claim_operation_sql(
+    S.CLAIM_OPERATION: claim_operation_sql(
         "EXISTS (SELECT 1 FROM operations WHERE session_id = :sid AND op_id < :before)",
         """coalesce(:result, (SELECT CAST(head_run_id AS TEXT) FROM sessions
                               WHERE session_id = :sid AND :head))""",
@@ -104,7 +104,7 @@ _OWN: dict[Statement, str] = {
     S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("max"),
     S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("max"),
     S.PUT_SESSION: S.put_session_sql(":metadata"),
-    S.ADD_RUN_USAGE: S.add_usage_sql("min", "session_id = :sid AND id = :id"),
+    S.ADD_RUN_USAGE: add_usage_sql("min", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls
         WHERE session_id = :sid AND output_item_id IS NULL

@@ -1,0 +1,228 @@
+"""The row types of the statements' results (those of whole tables are in ``rows``).
+
+A statement names its row type (``core.statements``); a dialect checks once that the database
+returns the columns the type names, and builds each row as that type (``core.dialect``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class HeadRow(NamedTuple):
+    """A session's head run, as an append needs it (``lock.Head``)."""
+
+    id: int | None
+    depth: int | None
+    item_count: int | None
+    parent_id: int | None  # in the model's view: a compaction run's prior run
+    has_children: Any  # a boolean (0/1 on SQLite)
+    indexed_through: int | None  # SQLite's search-index watermark; NULL elsewhere
+    status: str | None  # the head run's (model.RunStatus): an append fails one in progress
+
+
+class ClaimRow(NamedTuple):
+    """A write key just claimed (``once``): the row exists only when the key is new."""
+
+    claimed: int
+    # Whether the session may hold keys older than a day to forget (0/1 on SQLite, which
+    # looks; PostgreSQL always says so, see its CLAIM_OPERATION).
+    stale: Any
+    result: str | None  # the result stored with the claim (once's guess), as JSON
+
+
+class ItemRow(NamedTuple):
+    """A stored item: its id and JSON (bytes or text)."""
+
+    id: int
+    data: Any
+
+
+class RunItemRow(NamedTuple):
+    """A stored item with its run."""
+
+    run_id: int
+    id: int
+    data: Any
+
+
+class LastItemRow(NamedTuple):
+    id: int
+    position: int
+    call_id: str | None
+    data: Any
+
+
+class ItemPlaceRow(NamedTuple):
+    run_id: int
+    position: int
+
+
+class LeafRow(NamedTuple):
+    id: int
+    depth: int
+    user_message: str | None
+    created_at: Any
+
+
+class RunLinkRow(NamedTuple):
+    """A run's place in the tree, and what tells an edit from a regenerate."""
+
+    id: int
+    parent_id: int | None
+    user_message: str | None
+    kind: str | None
+
+
+class BranchNameRow(NamedTuple):
+    run_id: int
+    name: str
+
+
+class SessionSummaryRow(NamedTuple):
+    session_id: str
+    runs: int
+    branches: Any
+    total_tokens: Any
+    failed_runs: Any
+    failed_tool_calls: int
+
+
+class AncestorRow(NamedTuple):
+    id: int
+    parent_id: int | None
+    children: int
+
+
+class RunDepthRow(NamedTuple):
+    id: int
+    depth: int
+
+
+class OpenCallRow(NamedTuple):
+    call_id: str
+    id: int
+
+
+class ToolStatsRow(NamedTuple):
+    tool_name: str | None
+    calls: int
+    failed: int
+    timed_calls: int
+    mean_ms: Any
+    p50_ms: Any
+    p95_ms: Any
+    max_ms: Any
+
+
+class ModelResponseRow(NamedTuple):
+    id: int
+    session_id: str
+    run_id: int
+    agent_name: str | None
+    model: str | None
+    response_id: str | None
+    request_id: str | None
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    started_at: Any | None
+    completed_at: Any
+    latency_ms: float | None
+
+
+class SpanRow(NamedTuple):
+    """A row of ``spans``."""
+
+    id: int
+    session_id: str
+    run_id: int
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    kind: str
+    name: str | None
+    started_at: Any | None
+    ended_at: Any | None
+    duration_ms: float | None
+    error: str | None
+    data: str
+
+
+class UsageSumRow(NamedTuple):
+    """Token usage summed over one group (a NULL sum: no runs with tokens)."""
+
+    key: Any
+    runs: int
+    requests: Any
+    input_tokens: Any
+    output_tokens: Any
+    total_tokens: Any
+    cached_tokens: Any
+    reasoning_tokens: Any
+
+
+class CopyItemRow(NamedTuple):
+    """An item as a copy reads it: every column but the derived ones (the search index)."""
+
+    id: int
+    run_id: int
+    position: int
+    type: str
+    role: str | None
+    call_id: str | None
+    name: str | None
+    text: str | None
+    data: str
+    created_at: Any
+
+
+class CopyToolCallRow(NamedTuple):
+    """A tool call as a copy reads it (``ToolCallRow`` + 4): the items it names by their place
+    (run, position), which a copy finds again under their new ids."""
+
+    id: int
+    session_id: str
+    run_id: int
+    call_id: str | None
+    tool_name: str | None
+    kind: str | None
+    arguments: str | None
+    output: str | None
+    status: str | None
+    error: str | None
+    created_at: Any
+    completed_at: Any | None
+    duration_ms: float | None
+    started_at: Any | None
+    call_item_run: int | None
+    call_item_position: int | None
+    output_item_run: int | None
+    output_item_position: int | None
+
+
+class SessionItemsRow(NamedTuple):
+    session_id: str
+    items: int
+
+
+class RunIdsRow(NamedTuple):
+    """The id range of a run's rows in one table."""
+
+    run_id: int
+    first: int
+    last: int
+
+
+class SearchRow(NamedTuple):
+    id: int
+    session_id: str
+    run_id: int
+    type: str
+    role: str | None
+    created_at: Any
+    snippet: str | None
+    rank: float

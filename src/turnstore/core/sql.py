@@ -1,0 +1,87 @@
+"""SQL text that both dialects write alike, built from the declared columns: the token
+columns' lists and sums, usage grouped by model or agent, the usage updates, a write key's
+claim. ``core.statements`` and each dialect's ``sql`` call these with what differs."""
+
+from __future__ import annotations
+
+from .rows import TOKEN_COLUMNS
+
+TOKENS = ", ".join(TOKEN_COLUMNS)
+"""The token columns, as a select or insert list."""
+
+
+def tokens(alias: str) -> str:
+    """The token columns of the table ``alias``, as a select list."""
+    return ", ".join(f"{alias}.{column}" for column in TOKEN_COLUMNS)
+
+
+def token_sums(alias: str = "") -> str:
+    """The sum of each token column (of the table ``alias``), named as the column."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"sum({prefix}{column}) AS {column}" for column in TOKEN_COLUMNS)
+
+
+def response_usage_sql(column: str, filters: str, run_of_call: str, calls_of_run: str) -> str:
+    """``USAGE_BY_MODEL`` / ``USAGE_BY_AGENT``: usage grouped by the runs' and model calls'
+    ``column``, in a dialect whose usage filters are ``filters``.
+
+    Tokens: each model call's go to its own agent (model), where the hooks recorded calls; a
+    run without recorded calls gives its own totals. Runs: each is counted once, under the
+    run's own ``column`` (its last model call's: the agent that answered), so a run with a
+    handoff counts once, not under each agent that took part. ``run_of_call`` joins a call
+    ``m`` to its run ``r``; ``calls_of_run`` finds the calls of the run ``r``.
+    """
+    unrecorded = ", ".join(
+        f"CASE WHEN w.recorded THEN 0 ELSE w.{name} END" for name in TOKEN_COLUMNS
+    )
+    return f"""
+        SELECT k AS key, sum(counted) AS runs, {token_sums()} FROM (
+            SELECT m.{column} AS k, 0 AS counted, {tokens("m")}
+            FROM model_responses m
+            JOIN runs r ON {run_of_call} JOIN sessions s ON s.session_id = r.session_id
+            WHERE {filters}
+            UNION ALL
+            SELECT w.k, 1, {unrecorded} FROM (
+                SELECT r.{column} AS k,
+                    EXISTS (SELECT 1 FROM model_responses m WHERE {calls_of_run}) AS recorded,
+                    {tokens("r")}
+                FROM runs r JOIN sessions s ON s.session_id = r.session_id
+                WHERE {filters}
+            ) w
+        ) u
+        GROUP BY k"""
+
+
+# Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
+_TOKEN_MAX = {"requests": ":max_requests"}
+
+
+def add_usage_sql(least: str, where: str) -> str:
+    """``ADD_RUN_USAGE`` in a dialect whose two-argument minimum is ``least``."""
+    sets = "".join(
+        f"\n            {column} = {least}({column}, {_TOKEN_MAX.get(column, ':max')} - :{column})"
+        f" + :{column},"
+        for column in TOKEN_COLUMNS
+    )
+    return f"""
+        -- A sum stops at its column's largest value: a usage figure never fails a turn.
+        UPDATE runs SET{sets}
+            updated_at = :now
+        WHERE {where}"""
+
+
+def set_usage_sql(where: str) -> str:
+    """``SET_RUN_USAGE`` of the runs ``where`` selects."""
+    sets = ", ".join(f"{column} = :{column}" for column in TOKEN_COLUMNS)
+    return f"""
+        UPDATE runs SET {sets}, updated_at = :now
+        WHERE {where}"""
+
+
+def claim_operation_sql(stale: str, result: str) -> str:
+    """CLAIM_OPERATION's SQL: ``stale`` the dialect's answer to whether the session holds
+    keys before ``:before`` to forget, ``result`` the guess it stores (``:result``, or with
+    ``:head`` the session's head run where the dialect reads it)."""
+    return f"""
+        INSERT INTO operations (session_id, op_id, result) VALUES (:sid, :key, {result})
+        ON CONFLICT DO NOTHING RETURNING 1 AS claimed, {stale} AS stale, result"""
