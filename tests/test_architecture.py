@@ -41,15 +41,10 @@ LAZY = {
 
 # Imports inside a function that dodge a cycle or a layer today (issue 27, point 2 and 5).
 NOT_YET_LAZY = {
-    ("turnstore.hooks", "turnstore.session"),  # usage_from moves to usage.py (E3)
     ("turnstore.store", "turnstore.inspection"),  # inspection splits into the backends (E3)
     ("turnstore.inspection", "turnstore.store"),  # (E3)
     ("turnstore.inspection", "turnstore.sqlite"),  # (E3)
     ("turnstore.store.base", "turnstore.importers.adopt"),  # adoption in store/adoption (E3)
-    ("turnstore.store.analytics", "turnstore.export"),  # export sits below store (E3)
-    ("turnstore.export", "turnstore.importers.base"),  # checked_usage → validate (E3)
-    ("turnstore.cli.app", "turnstore"),  # __version__: turnstore is imported at the top already
-    ("turnstore.demo", "turnstore"),  # StructuredSession, imported at the top
 }
 
 # The layers, lowest first: a module imports its own group and lower layers only. Old and new

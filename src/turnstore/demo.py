@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidOperationError, TurnstoreError
+from .session import StructuredSession
 
 __all__ = ["main", "run_demo"]
 
@@ -80,8 +81,6 @@ async def run_demo(db: str, session_id: str = "demo", *, force: bool = False) ->
     ``InvalidOperationError`` unless ``force``.
     """
     from agents import Runner
-
-    from . import StructuredSession
 
     model: Any = None if os.environ.get("OPENAI_API_KEY") else _scripted_model()
     agent = _agents(model)

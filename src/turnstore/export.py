@@ -217,9 +217,8 @@ def _usage(counts: Any) -> Usage | None:
     """A line's ``"usage"``: None when it has none; TypeError when it is not one."""
     if counts is None:
         return None
-    from .importers.base import checked_usage  # the importers' one rule of a count
 
-    usage = checked_usage(counts) if isinstance(counts, dict) else None
+    usage = validate.checked_usage(counts) if isinstance(counts, dict) else None
     if usage is None:
         raise TypeError(f"usage is not a set of counts: {validate.shown(counts)}")
     return usage

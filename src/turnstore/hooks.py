@@ -28,6 +28,7 @@ from agents import RunHooks
 from .items import clean_text
 from .model import ResponseRecord, Telemetry, ToolTiming, Usage
 from .units import elapsed_ms
+from .usage import usage_from
 
 __all__ = ["Recorder", "SessionHooks"]
 
@@ -35,8 +36,6 @@ __all__ = ["Recorder", "SessionHooks"]
 def _usage(usage: Any) -> Usage:
     if usage is None:
         return Usage()
-    from .session import usage_from
-
     return usage_from(usage)
 
 

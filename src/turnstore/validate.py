@@ -590,3 +590,32 @@ def open_options(opener: Callable[..., Any], what: str, options: Mapping[str, An
                 raise ConfigurationError(f"{name} must be {kind} >= 0, got {shown(value)}")
         elif isinstance(default, str):
             option_text(value, name)
+
+
+def _count(value: Any) -> int | None:
+    """A token or request count (None and 0 are 0; digits and whole floats count), or None
+    when ``value`` is not one: text, a fraction, a bool, negative, beyond 64 bits."""
+    if value is None:
+        return 0
+    if (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and value.isascii() and value.isdigit()
+    ):
+        value = int(value)
+    if type(value) is not int or not 0 <= value < 2**63:
+        return None
+    return value
+
+
+def checked_usage(counts: dict[str, Any]) -> Usage | None:
+    """A ``Usage`` of the counts named by its fields, or None if any is not a count the
+    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER)."""
+    checked = {name: _count(counts.get(name)) for name in USAGE_FIELDS}
+    if any(count is None for count in checked.values()):
+        return None
+    try:
+        return optional_usage(Usage(**checked))  # type: ignore[arg-type]
+    except InvalidOperationError:
+        return None
+
+
+USAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(Usage))

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from .. import __version__
 from .options import DEFAULT_DB, ENV_DB, DbOption, SchemaOption
 from .output import error_text, fail, json_errors, json_requested
 
@@ -142,8 +143,6 @@ def command(rank: int, name: str | None = None) -> Callable[[F], F]:
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
-
         typer.echo(f"turnstore {__version__}")
         raise typer.Exit()
 

@@ -4,7 +4,6 @@ as the store cuts runs; ``Source``, the interface of each kind of source.
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,14 +18,12 @@ from ..items import classify
 from ..model import Usage
 
 __all__ = [
-    "USAGE_FIELDS",
     "Source",
     "SourceRow",
     "SourceRun",
     "SourceSession",
     "TreeBuilder",
     "as_datetime",
-    "checked_usage",
     "decode_item",
     "linear_session",
     "runs_of",
@@ -191,32 +188,3 @@ def linear_session(session_id: str, rows: Iterable[SourceRow]) -> SourceSession:
     builder = TreeBuilder(session)
     session.head = builder.add_path(run for run, _ in runs_of(rows, session))
     return session
-
-
-def _count(value: Any) -> int | None:
-    """A token or request count (None and 0 are 0; digits and whole floats count), or None
-    when ``value`` is not one: text, a fraction, a bool, negative, beyond 64 bits."""
-    if value is None:
-        return 0
-    if (isinstance(value, float) and value.is_integer()) or (
-        isinstance(value, str) and value.isascii() and value.isdigit()
-    ):
-        value = int(value)
-    if type(value) is not int or not 0 <= value < 2**63:
-        return None
-    return value
-
-
-def checked_usage(counts: dict[str, Any]) -> Usage | None:
-    """A ``Usage`` of the counts named by its fields, or None if any is not a count the
-    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER)."""
-    checked = {name: _count(counts.get(name)) for name in USAGE_FIELDS}
-    if any(count is None for count in checked.values()):
-        return None
-    try:
-        return validate.optional_usage(Usage(**checked))  # type: ignore[arg-type]
-    except InvalidOperationError:
-        return None
-
-
-USAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(Usage))

@@ -19,7 +19,7 @@ from ..errors import (
 )
 from ..exchange import ExportedRun, exact_session
 from ..export import VERSION, is_run_key, read_jsonl
-from .base import Source, SourceRun, SourceSession, as_datetime, checked_usage
+from .base import Source, SourceRun, SourceSession, as_datetime
 
 __all__ = ["ExportSource"]
 
@@ -147,7 +147,7 @@ class ExportSource(Source):
             if key in made:
                 raise ValueError(f'run {number} of "runs" has the "id" of an earlier run')
             counts = record.get("usage") or {}
-            usage = checked_usage(counts) if isinstance(counts, dict) else None
+            usage = validate.checked_usage(counts) if isinstance(counts, dict) else None
             session.skipped += usage is None  # the run is imported without its usage
             run = SourceRun(
                 _items(record.get("items"), key),

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .. import validate
 from ..errors import ConnectionFailedError, SchemaError
 from ..model import Usage
 from ..sqlite import connect_read_only
@@ -16,7 +17,6 @@ from .base import (
     SourceRow,
     SourceSession,
     TreeBuilder,
-    checked_usage,
     decode_item,
     linear_session,
     runs_of,
@@ -186,7 +186,7 @@ def _turn_usage(row: sqlite3.Row) -> Usage | None:
         parsed = decode_item(data) if data is not None else None
         return (parsed or {}).get(key)
 
-    return checked_usage(
+    return validate.checked_usage(
         {
             "requests": row["requests"],
             "input_tokens": row["input_tokens"],

@@ -6,17 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import validate
+from .. import export, validate
 from ..core import queries, search
 from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
+from ..export import ExportFormat
 from ..model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
 from .base import NO_LIMIT, StoreBase, limit_arg
-
-if TYPE_CHECKING:
-    from ..export import ExportFormat
 
 __all__ = ["AnalyticsMixin"]
 
@@ -203,8 +201,6 @@ class AnalyticsMixin(StoreBase):
         ``turnstore.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
         ``add_runs``. Raises ``SessionNotFoundError`` for an unknown session.
         """
-        from .. import export
-
         sid = validate.key(session_id, "session_id")
         fmt = validate.choice(format, "format", export.FORMATS)
         every = validate.flag(all_branches, "all_branches")
