@@ -44,7 +44,6 @@ NOT_YET_LAZY = {
     ("turnstore.store", "turnstore.inspection"),  # inspection splits into the backends (E3)
     ("turnstore.inspection", "turnstore.store"),  # (E3)
     ("turnstore.inspection", "turnstore.sqlite"),  # (E3)
-    ("turnstore.store.base", "turnstore.importers.adopt"),  # adoption in store/adoption (E3)
 }
 
 # The layers, lowest first: a module imports its own group and lower layers only. Old and new
@@ -100,13 +99,7 @@ NOT_YET_UPWARD: set[tuple[str, str]] = set()
 # The store's backend is driven only by the store and the backends (``Store.backend`` stays
 # readable for backend authors and tests).
 BACKEND_OWNERS = ("turnstore.store", "turnstore.sqlite", "turnstore.postgres")
-NOT_YET_BACKEND_READS = {
-    "turnstore.cli.query",  # Store.read_sql (E3)
-    "turnstore.importers.adopt",  # adoption in store/adoption (E3)
-    "turnstore.importers.merge",  # store/copying's reads (E3)
-    "turnstore.transfer",  # store/copying's reads, Store.dialect and Store.label (E3)
-    "turnstore.web.app",  # Store.label (E3)
-}
+NOT_YET_BACKEND_READS: set[str] = set()
 
 # What the interface (cli/, web/) imports besides itself and the domain's pure rules: the public
 # API. The lower layers it reaches through ``turnstore``.
@@ -116,7 +109,6 @@ NOT_YET_INTERFACE = {
     ("turnstore.cli.data", "turnstore.inspection"),  # targets.py (E3)
     ("turnstore.cli.database", "turnstore.inspection"),  # targets.py (E3)
     ("turnstore.cli.options", "turnstore.postgres.url"),  # targets.py (E3)
-    ("turnstore.cli.query", "turnstore.core.ops"),  # Store.read_sql (E3)
     ("turnstore.cli.server", "turnstore.demo"),
     ("turnstore.cli.transfer", "turnstore.inspection"),  # targets.py (E3)
     ("turnstore.cli.transfer", "turnstore.transfer"),  # turnstore.copy, CopySummary

@@ -39,6 +39,7 @@ from support import (
 from turnstore import (
     ConfigurationError,
     ConnectionFailedError,
+    InvalidOperationError,
     ReadOnlyError,
     SchemaError,
     Store,
@@ -95,6 +96,36 @@ async def test_read_only_store_reads_and_refuses_every_write(
                 await write()
         assert await store.get_items("s") == ITEMS
         assert (await store.session("new")) is None
+    finally:
+        await store.aclose()
+
+
+async def test_read_sql_reads_a_read_only_store_and_nothing_else(
+    db_target: tuple[str, dict[str, Any]], backend_name: str
+) -> None:
+    """``Store.read_sql`` (``turnstore query``'s statement): rows by column name on a read-only
+    store; a writable store refuses it, and a writing statement is refused by the database."""
+    target, options = db_target
+    writer = Store.open(target, **options)
+    try:
+        await writer.add_items("s", ITEMS)
+        with pytest.raises(InvalidOperationError, match="read_only=True"):
+            await writer.read_sql("SELECT 1")
+        if backend_name == "sqlite-memory":
+            return  # a read-only store needs a file
+    finally:
+        await writer.aclose()
+    store = _open_read_only(target, options)
+    try:
+        columns, rows = await store.read_sql(
+            "SELECT session_id, count(*) AS runs FROM runs GROUP BY session_id"
+        )
+        assert (columns, [tuple(row) for row in rows]) == (["session_id", "runs"], [("s", 1)])
+        with pytest.raises(InvalidOperationError, match="statement must be a string"):
+            await store.read_sql(b"SELECT 1")  # type: ignore[arg-type]
+        with pytest.raises(ReadOnlyError):
+            await store.read_sql("DELETE FROM runs")
+        assert await store.get_items("s") == ITEMS
     finally:
         await store.aclose()
 

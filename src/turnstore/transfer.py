@@ -22,9 +22,7 @@ ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +30,6 @@ from datetime import datetime
 from typing import Any
 
 from . import validate
-from .core import transfer
 from .core.rows import RunRow, SessionRow, as_datetime, stored_metadata
 from .core.transfer import Chunk, IdMap, match_runs
 from .errors import (
@@ -43,7 +40,7 @@ from .errors import (
     SessionNotFoundError,
     TurnstoreError,
 )
-from .store import Store
+from .store import Store, copying
 from .store.chunks import overlapped, ranges
 from .store.copying import write_rows
 
@@ -107,15 +104,12 @@ async def copy(
             updated_before=updated_before,
         )
         async with _opened(target, read_only=False) as dst:
-            if await _same_database(src, dst):
+            if await copying.same_database(src, dst):
                 raise InvalidOperationError(
-                    f"the source and the target are one database ({src.backend.label}): "
-                    "copy into another"
+                    f"the source and the target are one database ({src.label}): copy into another"
                 )
-            summary = CopySummary(
-                source=src.backend.label, target=dst.backend.label, sessions=len(wanted)
-            )
-            counts = await src.backend.run(transfer.session_items, write=False)
+            summary = CopySummary(source=src.label, target=dst.label, sessions=len(wanted))
+            counts = await copying.session_items(src)
             report = on_items or (lambda n, total: None)
             report(0, sum(counts.get(sid, 0) for sid in wanted))
             copier = _Copier(src, dst, summary, chunk_items, report)
@@ -146,22 +140,6 @@ async def _opened(
         await opened.aclose()
 
 
-async def _same_database(a: Store, b: Store) -> bool:
-    """Whether two stores are on one database, however each was named: a SQLite file by a
-    link or ``./``; a PostgreSQL server as localhost and 127.0.0.1, by a socket or a proxy."""
-    one, other = a.backend, b.backend
-    if one is other:
-        return True
-    if one.dialect != other.dialect:
-        return False
-    first = await one.run(transfer.database_identity, write=False)
-    second = await other.run(transfer.database_identity, write=False)
-    if one.dialect == "sqlite":
-        # Each ':memory:' (no file) is a database of its own.
-        return bool(first and second) and await asyncio.to_thread(os.path.samefile, first, second)
-    return first == second
-
-
 async def _selected(store: Store, session_ids: list[str] | None, **filters: Any) -> list[str]:
     """The ids of the sessions to copy, oldest first (the catalogue's filters applied)."""
     listed = [info.session_id async for info in store.iter_sessions(page_size=1000, **filters)]
@@ -170,7 +148,7 @@ async def _selected(store: Store, session_ids: list[str] | None, **filters: Any)
         return listed
     for sid in session_ids:
         if await store.session(sid) is None:
-            raise SessionNotFoundError(f"{store.backend.label} holds no session {sid!r}")
+            raise SessionNotFoundError(f"{store.label} holds no session {sid!r}")
     chosen = set(session_ids)
     return [sid for sid in listed if sid in chosen]
 
@@ -190,12 +168,10 @@ class _Copier:
         self.summary = summary
         self.chunk_items = chunk_items
         self.report = report
-        self.time = transfer.time_binder(target.backend.bind_time)
+        self.time = copying.time_of(target)
 
     async def session(self, sid: str, *, replace: bool) -> None:
-        session, runs = await self.source.backend.run(
-            lambda: transfer.session_rows(sid), write=False
-        )
+        session, runs = await copying.session_rows(self.source, sid)
         if session is None:  # deleted in the source since it was listed
             return
         if stored_metadata(session.metadata)[1] is not None:
@@ -205,9 +181,7 @@ class _Copier:
                 "set the source's metadata with update_session(metadata=...) and copy again"
             )
             return
-        stored, stored_runs = await self.target.backend.run(
-            lambda: transfer.session_rows(sid), write=False
-        )
+        stored, stored_runs = await copying.session_rows(self.target, sid)
         ids = IdMap()
         state = "copied"
         if stored is not None:
@@ -256,9 +230,7 @@ class _Copier:
     ) -> None:
         sid = session.session_id
         metadata = session.metadata
-        cuts = await self.source.backend.run(
-            functools.partial(transfer.chunk_cuts, sid, runs), write=False
-        )
+        cuts = await copying.chunk_cuts(self.source, sid, runs)
         slices = ranges([run.item_count for run in runs], self.chunk_items, cuts)
         last = len(slices) - 1
 
@@ -266,9 +238,7 @@ class _Copier:
             start, stop = slices[index]
             # The runs as they are now (the listing may be older: the source is live).
             first_id, last_id = runs[start].id, runs[stop - 1].id
-            return index, await self.source.backend.run(
-                functools.partial(transfer.read_range, sid, first_id, last_id), write=False
-            )
+            return index, await copying.read_range(self.source, sid, first_id, last_id)
 
         async def write(value: tuple[int, Chunk | None]) -> None:
             nonlocal ids

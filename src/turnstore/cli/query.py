@@ -22,7 +22,6 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from ..core.ops import Fetch, Op, Query
 from ..errors import InvalidOperationError
 from .app import command
 from .database import command_errors, open_store, run_command
@@ -39,13 +38,6 @@ from .options import (
 from .output import Format, fail, make_console, make_table, print_records, safe_text, say
 
 __all__ = ["query"]
-
-
-def _select(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]:
-    result: tuple[list[str], list[Sequence[Any]]] = yield Query(
-        statement, fetch=Fetch.TABLE, raw=True
-    )
-    return result
 
 
 _JSON_SCALARS = (str, bool, int, float, datetime, type(None))
@@ -147,7 +139,7 @@ def query(
         if not statement.strip():
             raise InvalidOperationError("the SQL statement is empty")
         async with open_store(resolve_target(ctx, db, schema)) as store:
-            return await store.backend.run(lambda: _select(statement), write=False)
+            return await store.read_sql(statement)
 
     columns, rows = run_command(go())
     names = _names(columns)

@@ -1,7 +1,8 @@
 """Adopting the SDK's ``SQLiteSession`` tables of the same SQLite file: the operations.
 
 What to adopt and when, and reading the SDK's rows, is ``turnstore.importers.adopt``'s; these
-run in the store's transactions (through ``turnstore.store.adoption``).
+run in the store's transactions (``Store``'s adoption methods, ``store/adoption.py``).
+A clear or delete supersedes a history not adopted yet (``supersede``) in its own transaction.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .lock import set_head
 from .ops import Capability, Op, supports
 from .reads import session_info, session_tree
 
-__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]
+__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "supersede", "unadopted"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,15 @@ def sdk_tables_held() -> Op[bool]:
 def unadopted(session_id: str) -> Op[bool]:
     """Whether the SDK's table holds rows of ``session_id`` and no process adopted it yet."""
     return bool((yield S.SDK_UNADOPTED({"sid": session_id})))
+
+
+def supersede(session_id: str, now: Any) -> Op[bool]:
+    """Mark the session adopted without taking its SDK history over, in the transaction that
+    clears or deletes it: adopted later, that history would come back. Whether the SDK's
+    table held an unadopted history of it (then the session counts as existing)."""
+    if not (yield from sdk_tables_held()) or not (yield from unadopted(session_id)):
+        return False
+    return (yield S.CLAIM_SDK_ADOPTION({"sid": session_id, "now": now})) is not None
 
 
 def adopted_ids() -> Op[set[str]]:

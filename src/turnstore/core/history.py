@@ -15,6 +15,7 @@ from ..items import classify
 from ..model import Run
 from . import results as R
 from . import statements as S
+from .adoption import supersede
 from .append import apply_append, parent_head
 from .branches import branch_tree, hand_over_name
 from .codec import decode_items, prepare_items
@@ -34,8 +35,10 @@ __all__ = [
 ]
 
 
-def clear_session(session_id: str) -> Op[None]:
-    """Remove the session with every branch and derived row."""
+def clear_session(session_id: str, now: Any) -> Op[None]:
+    """Remove the session with every branch and derived row (and supersede its SDK history
+    not adopted yet)."""
+    yield from supersede(session_id, now)
     yield S.DELETE_SESSION({"sid": session_id})
 
 

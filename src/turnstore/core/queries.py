@@ -33,6 +33,7 @@ from ..model import (
 from ..units import kept_ms
 from . import results as R
 from . import statements as S
+from .adoption import supersede
 from .ops import All, Op
 from .reads import session_info, with_items
 from .rows import (
@@ -163,10 +164,11 @@ def list_sessions(
     return SessionPage(sessions, next_cursor)
 
 
-def delete_session(session_id: str, updated_before: Any = None) -> Op[None]:
-    """Remove the session with all its rows; SessionNotFoundError if there is none. With
-    ``updated_before`` (a bound time), only if its last write came before it: ConflictError
-    if one came since."""
+def delete_session(session_id: str, now: Any, updated_before: Any = None) -> Op[None]:
+    """Remove the session with all its rows (and supersede its SDK history not adopted yet);
+    SessionNotFoundError if there is none. With ``updated_before`` (a bound time), only if its
+    last write came before it: ConflictError if one came since."""
+    superseded = yield from supersede(session_id, now)
     if updated_before is None:
         deleted: str | None = yield S.DELETE_SESSION_RETURNING({"sid": session_id})
     else:
@@ -176,7 +178,7 @@ def delete_session(session_id: str, updated_before: Any = None) -> Op[None]:
             raise ConflictError(
                 f"session {session_id!r} was written since {updated_before}: not deleted"
             )
-    if deleted is None:
+    if deleted is None and not superseded:
         raise SessionNotFoundError(f"no session {session_id!r}")
 
 

@@ -46,7 +46,7 @@ async def adopt(store: StoreBase, session_id: str) -> bool:
     some that no process has adopted yet; whether this call imported it."""
     if not await _holds_sdk_tables(store) or not await adoption.unadopted(store, session_id):
         return False
-    path = store.backend.label  # a SQLite file's path: only those hold the SDK's tables
+    path = store.label  # a SQLite file's path: only those hold the SDK's tables
     if store.read_only:
         raise ReadOnlyError(
             f"session {session_id!r} of the SDK's agent_messages table in {path} is not "
@@ -74,7 +74,7 @@ async def adopt_sdk_sessions(store: Store) -> int:
     if not await _holds_sdk_tables(store):
         return 0
     adopted = await adoption.adopted_ids(store)
-    source = open_source(store.backend.label, "sqlite")
+    source = open_source(store.label, "sqlite")
     try:
         listed = await source.session_ids()
     finally:
@@ -118,7 +118,7 @@ def _plan(
             run.parent_id,
             run.parent,
             run.usage,
-            store.backend.bind_time(run.created_at) if run.created_at is not None else None,
+            store._bind_time(run.created_at),
         )
         for run, batch in zip(plan.runs, batches, strict=True)
     ]

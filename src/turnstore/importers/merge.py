@@ -21,7 +21,7 @@ from ..errors import (
 )
 from ..exchange import ExactSession
 from ..model import NewRun, Run
-from ..store import Store
+from ..store import Store, copying
 from ..store.chunks import overlapped, ranges
 from ..store.copying import write_session
 from ..store.tree import graft
@@ -127,7 +127,7 @@ async def _write_exact(
     ids = IdMap()
     if stored:
         sid = exact.session.session_id
-        _, held = await store.backend.run(lambda: transfer.session_rows(sid), write=False)
+        _, held = await copying.session_rows(store, sid)
         matched = transfer.match_runs(rows.runs, held) if held else None
         if matched is None or len(held) == len(rows.runs):
             return None

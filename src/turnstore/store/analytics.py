@@ -10,8 +10,10 @@ from typing import Any
 
 from .. import export, validate
 from ..core import queries, search
+from ..core.ops import Fetch, Op, Query
 from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
+from ..errors import InvalidOperationError
 from ..export import ExportFormat
 from ..model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
 from .base import NO_LIMIT, StoreBase, limit_arg
@@ -208,3 +210,30 @@ class AnalyticsMixin(StoreBase):
         # On a thread of its own: a long session's rendering does not hold up the event loop,
         # and the deepest item JSON can hold (see export._dumps) has the whole stack to render.
         return await asyncio.to_thread(export.render, data, fmt)
+
+    async def read_sql(self, statement: str) -> tuple[list[str], list[Sequence[Any]]]:
+        """Run one SQL statement over the tables (docs/queries.md) and return its column
+        names and rows, as the driver returns them.
+
+        Only on a store opened with ``read_only=True`` (``InvalidOperationError`` otherwise),
+        so that nothing the statement says can write: a writing statement raises
+        ``ReadOnlyError`` from the database itself (SQLite's ``mode=ro``, PostgreSQL's
+        ``READ ONLY`` transaction, rolled back at its end).
+        """
+        if not self.read_only:
+            raise InvalidOperationError(
+                "read_sql runs on a store opened with read_only=True: "
+                "Store.open(target, read_only=True)"
+            )
+        if not isinstance(statement, str):
+            raise InvalidOperationError(
+                f"statement must be a string, got {validate.shown(statement)}"
+            )
+        return await self.backend.run(lambda: _statement_rows(statement), write=False)
+
+
+def _statement_rows(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]:
+    result: tuple[list[str], list[Sequence[Any]]] = yield Query(
+        statement, fetch=Fetch.TABLE, raw=True
+    )
+    return result

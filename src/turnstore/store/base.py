@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from .. import validate
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.once import check_operation_id, new_operation_id, once
-from ..core.ops import Backend, Op, finish_write
+from ..core.ops import Backend, Op
 from ..errors import InvalidOperationError, OutcomeUnknownError, RunNotFoundError
 
 __all__ = ["NO_LIMIT", "StoreBase", "expected_head_arg", "limit_arg", "run_id_arg"]
@@ -55,6 +55,17 @@ class StoreBase:
         """Whether the store was opened with ``read_only=True`` (writes raise)."""
         return self.backend.read_only
 
+    @property
+    def dialect(self) -> str:
+        """The SQL the database speaks: ``"sqlite"`` or ``"postgresql"``."""
+        return self.backend.dialect
+
+    @property
+    def label(self) -> str:
+        """What names the database to a person, never with a password: SQLite's path as
+        opened (``:memory:`` included), ``PostgreSQL at user@host:port/dbname``."""
+        return self.backend.label
+
     async def _write(
         self,
         sid: str,
@@ -89,28 +100,6 @@ class StoreBase:
     def _bind_time(self, when: datetime | None) -> Any:
         """``when`` as the backend binds timestamps (``Backend.bind_time``); None stays None."""
         return None if when is None else self.backend.bind_time(when)
-
-    async def _end_session(self, sid: str, write: Callable[[], Awaitable[T]]) -> T:
-        """``write()`` (a clear or delete of ``sid``), after adopting ``sid``'s history first
-        (``_adopt_before_ending``). The two are one write to a cancellation
-        (``finish_write``): a cancellation that arrives during the adoption's reads is held
-        until the session is ended too, as a ``CancelledError`` from a write promises."""
-
-        async def adopt_then_write() -> T:
-            await self._adopt_before_ending(sid)
-            return await write()
-
-        return await finish_write(adopt_then_write())
-
-    async def _adopt_before_ending(self, sid: str) -> None:
-        """Adopt ``sid``'s unadopted history in the SDK's tables of this file (see
-        importers/adopt.py) before the session is cleared or deleted: adopted later, it would
-        come back."""
-        if self.read_only:
-            return  # the write that follows is refused
-        from ..importers import adopt  # imported here: the importers import this package
-
-        await adopt.adopt(self, sid)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -191,9 +191,7 @@ class CatalogueMixin(StoreBase):
         """
         sid = validate.key(session_id, "session_id")
         before = self._bind_time(validate.optional_time(updated_before, "updated_before"))
-        await self._end_session(
-            sid,
-            lambda: self._write(
-                sid, lambda: queries.delete_session(sid, before), operation_id, ends_session=True
-            ),
+        now = self.backend.now()
+        await self._write(
+            sid, lambda: queries.delete_session(sid, now, before), operation_id, ends_session=True
         )

@@ -89,11 +89,9 @@ class ConversationMixin(StoreBase):
     async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every branch and derived row."""
         sid = validate.key(session_id, "session_id")
-        await self._end_session(
-            sid,
-            lambda: self._write(
-                sid, lambda: history.clear_session(sid), operation_id, ends_session=True
-            ),
+        now = self.backend.now()
+        await self._write(
+            sid, lambda: history.clear_session(sid, now), operation_id, ends_session=True
         )
 
     async def history_tail(self, session_id: str, limit: int) -> HistoryTail | None:

@@ -1,20 +1,81 @@
-"""The store's side of ``turnstore copy``: a range of a session's rows written exactly once
-(an internal API for ``turnstore.transfer``, which reads them from the source, and for the
-import of an export, which holds them whole: ``write_session``)."""
+"""The store's side of ``turnstore copy``: a session's rows read by ranges of runs, and
+written exactly once (an internal API for ``turnstore.transfer``, and for the import of an
+export, which holds them whole: ``write_session``). Each function runs one operation of
+``core.transfer`` in a transaction of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import functools
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core import transfer
 from ..core.ops import Op
-from ..core.rows import SessionRow
+from ..core.rows import RunRow, SessionRow
 from ..core.transfer import Chunk, IdMap, Time, time_binder
 from .base import StoreBase
 from .chunks import ranges
 
-__all__ = ["write_rows", "write_session"]
+__all__ = [
+    "chunk_cuts",
+    "database_identity",
+    "read_range",
+    "same_database",
+    "session_items",
+    "session_rows",
+    "time_of",
+    "write_rows",
+    "write_session",
+]
+
+
+async def session_rows(store: StoreBase, sid: str) -> tuple[SessionRow | None, list[RunRow]]:
+    """The session's row and its runs, parents first (None: no such session)."""
+    return await store.backend.run(lambda: transfer.session_rows(sid), write=False)
+
+
+async def session_items(store: StoreBase) -> dict[str, int]:
+    """How many items each session holds."""
+    return await store.backend.run(transfer.session_items, write=False)
+
+
+async def database_identity(store: StoreBase) -> str:
+    """What tells the database apart, however it was named (``core.transfer``)."""
+    return await store.backend.run(transfer.database_identity, write=False)
+
+
+async def chunk_cuts(store: StoreBase, sid: str, runs: Sequence[RunRow]) -> set[int]:
+    """Where the session's runs may be cut into chunks (``core.transfer.chunk_cuts``)."""
+    return await store.backend.run(functools.partial(transfer.chunk_cuts, sid, runs), write=False)
+
+
+async def read_range(store: StoreBase, sid: str, first: int, last: int) -> Chunk:
+    """The rows of the session's runs ``first`` to ``last`` (ids), as they are now."""
+    return await store.backend.run(
+        functools.partial(transfer.read_range, sid, first, last), write=False
+    )
+
+
+async def same_database(a: StoreBase, b: StoreBase) -> bool:
+    """Whether two stores are on one database, however each was named: a SQLite file by a
+    link or ``./``; a PostgreSQL server as localhost and 127.0.0.1, by a socket or a proxy."""
+    one, other = a.backend, b.backend
+    if one is other:
+        return True
+    if one.dialect != other.dialect:
+        return False
+    first, second = await database_identity(a), await database_identity(b)
+    if one.dialect == "sqlite":
+        # Each ':memory:' (no file) is a database of its own.
+        return bool(first and second) and await asyncio.to_thread(os.path.samefile, first, second)
+    return first == second
+
+
+def time_of(store: StoreBase) -> Time:
+    """How the store binds the times a copy writes."""
+    return time_binder(store.backend.bind_time)
 
 
 async def write_rows(
@@ -67,7 +128,7 @@ async def write_session(
     transaction, cut only where every table's rows keep their order
     (``core.transfer.order_cuts``); but for the runs ``ids`` maps, which the store holds
     already (an import that stopped part way: ``match_runs``)."""
-    time = time_binder(store.backend.bind_time)
+    time = time_of(store)
     done = len(ids.runs)
     slices = ranges(
         [run.item_count for run in rows.runs[done:]],

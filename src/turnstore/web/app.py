@@ -159,9 +159,9 @@ class Urls:
 def _db_label(store: Store | str | os.PathLike[str]) -> str:
     """What the header shows of the database: a file name, or a URL without credentials."""
     if isinstance(store, Store):
-        if store.backend.dialect != "sqlite":
+        if store.dialect != "sqlite":
             return "Postgres"  # not the server's address: the page may be shared
-        target = store.backend.label  # SQLite's path
+        target = store.label  # SQLite's path
     else:
         target = os.fspath(store)
     if "://" in target:
