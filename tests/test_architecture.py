@@ -32,19 +32,14 @@ LAZY = {
     ("turnstore.session", "turnstore.hooks"): "the hooks need the agents extra",
     ("turnstore.store.opening", "turnstore.postgres"): "a backend loads when a target names it",
     ("turnstore.store.opening", "turnstore.sqlite"): "a backend loads when a target names it",
+    ("turnstore.store.opening", "turnstore.postgres.inspect"): "a backend loads when named",
+    ("turnstore.store.opening", "turnstore.sqlite.inspect"): "a backend loads when named",
     ("turnstore.tracing", "turnstore.tracing.processor"): "the processor needs the agents extra",
     ("turnstore.web", "turnstore.web.app"): "the viewer needs the web extra",
-    ("turnstore.inspection", "turnstore.postgres.errors"): "needs the postgres extra",
-    ("turnstore.inspection", "turnstore.postgres.migrations"): "needs the postgres extra",
-    ("turnstore.inspection", "turnstore.postgres.url"): "needs the postgres extra",
 }
 
 # Imports inside a function that dodge a cycle or a layer today (issue 27, point 2 and 5).
-NOT_YET_LAZY = {
-    ("turnstore.store", "turnstore.inspection"),  # inspection splits into the backends (E3)
-    ("turnstore.inspection", "turnstore.store"),  # (E3)
-    ("turnstore.inspection", "turnstore.sqlite"),  # (E3)
-}
+NOT_YET_LAZY: set[tuple[str, str]] = set()
 
 # The layers, lowest first: a module imports its own group and lower layers only. Old and new
 # names both, until the move (issue 27, section 3) lands. Longest prefix wins.
@@ -71,7 +66,6 @@ LAYERS: Mapping[str, tuple[int, str]] = {
     "turnstore.sqlite": (3, "sqlite"),
     "turnstore.postgres": (3, "postgres"),
     "turnstore.store": (4, "store"),
-    "turnstore.inspection": (4, "store"),
     **dict.fromkeys(
         [
             "turnstore.agents",
@@ -106,11 +100,8 @@ NOT_YET_BACKEND_READS: set[str] = set()
 PUBLIC = ("turnstore", "turnstore.errors", "turnstore.tracing", "turnstore.otel")
 NOT_YET_INTERFACE = {
     ("turnstore.cli.data", "turnstore.importers"),
-    ("turnstore.cli.data", "turnstore.inspection"),  # targets.py (E3)
-    ("turnstore.cli.database", "turnstore.inspection"),  # targets.py (E3)
     ("turnstore.cli.options", "turnstore.postgres.url"),  # targets.py (E3)
     ("turnstore.cli.server", "turnstore.demo"),
-    ("turnstore.cli.transfer", "turnstore.inspection"),  # targets.py (E3)
     ("turnstore.cli.transfer", "turnstore.transfer"),  # turnstore.copy, CopySummary
     ("turnstore.web.app", "turnstore.store"),  # Store, from turnstore
     ("turnstore.web.catalogue", "turnstore.store"),  # Store, from turnstore

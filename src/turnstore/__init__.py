@@ -27,7 +27,6 @@ from .errors import (
 )
 from .export import ExportFormat
 from .importers import adopt_sdk_sessions
-from .inspection import DatabaseInfo, DatabaseKind
 from .model import (
     FIRST_PAGE,
     Branch,
@@ -55,6 +54,7 @@ from .model import (
 )
 from .session import StructuredSession
 from .store import Store, migrate
+from .targets import DatabaseInfo, DatabaseKind
 from .transfer import CopySummary, copy
 
 

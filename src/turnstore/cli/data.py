@@ -18,7 +18,7 @@ from .. import Store, adopt_sdk_sessions
 from .. import importers as _importers
 from .. import migrate as migrate_database
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..inspection import sqlite_file
+from ..targets import sqlite_file
 from .app import command
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target

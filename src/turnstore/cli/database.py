@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .. import Store
 from ..errors import ConnectionFailedError, SchemaError, TurnstoreError
-from ..inspection import sqlite_file
+from ..targets import sqlite_file
 from .options import ENV_DB
 from .output import fail
 

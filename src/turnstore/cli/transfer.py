@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from .. import Store
 from ..errors import ConnectionFailedError
-from ..inspection import sqlite_file
+from ..targets import sqlite_file
 from ..transfer import CopySummary
 from ..transfer import copy as copy_sessions
 from .app import command

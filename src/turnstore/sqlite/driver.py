@@ -62,7 +62,7 @@ class SQLiteBackend:
         durable: bool = False,
         read_only: bool = False,
     ) -> None:
-        """Open (and create or upgrade) the database at ``path``, as ``store.opening.sqlite_path``
+        """Open (and create or upgrade) the database at ``path``, as ``targets.sqlite_path``
         gives it (a leading ``~`` already expanded).
 
         ``busy_timeout`` is how long a writer waits for another process's write lock.

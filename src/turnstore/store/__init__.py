@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..targets import DatabaseInfo
 from .analytics import AnalyticsMixin
 from .catalogue import CatalogueMixin, session_patch
 from .conversation import ConversationMixin
-from .opening import open_backend, sqlite_path
+from .opening import inspect_target, open_backend
 from .spans import SpansMixin
 from .tree import TreeMixin
 
-if TYPE_CHECKING:
-    from ..inspection import DatabaseInfo
-
-__all__ = ["Store", "migrate", "session_patch", "sqlite_path"]
+__all__ = ["Store", "migrate", "session_patch"]
 
 
 class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansMixin):
@@ -67,10 +65,8 @@ class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansM
     def inspect(target: str | os.PathLike[str], *, schema: str | None = None) -> DatabaseInfo:
         """What the database ``target`` (as ``open`` takes it) holds, found without creating or
         changing anything: missing, empty, turnstore's (at which schema version), the Agents
-        SDK's session tables, or another application's. See ``turnstore.inspection``."""
-        from ..inspection import inspect_database
-
-        return inspect_database(target, schema=schema)
+        SDK's session tables, or another application's. See ``turnstore.targets``."""
+        return inspect_target(target, schema)
 
     def __enter__(self) -> Store:
         return self

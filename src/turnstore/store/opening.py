@@ -1,4 +1,5 @@
-"""Opening a database: the backend a path or URL names, with its options checked."""
+"""Opening a database: the backend a path or URL names, with its options checked; or
+inspecting what it holds without opening it."""
 
 from __future__ import annotations
 
@@ -10,33 +11,16 @@ from .. import validate
 from ..core.ops import Backend
 from ..errors import ConfigurationError
 from ..extras import missing_extra
+from ..targets import DatabaseInfo, backend_of, sqlite_path
 
-__all__ = ["open_backend", "sqlite_path"]
-
-
-def sqlite_path(target: str) -> str:
-    """The SQLite path a target names: ``sqlite:///relative.db``, ``sqlite:////absolute.db``,
-    ``sqlite://`` (``:memory:``), or a plain path; a leading ``~`` is the user's home, for
-    every use of the path alike (open, read-only open, inspect). A SQLite URI (``file:…``)
-    is refused (``validate.sqlite_file_path``)."""
-    path = target
-    if target.lower().startswith("sqlite://"):
-        path = target[len("sqlite://") :]
-        path = (path[1:] if path.startswith("/") else path) or ":memory:"
-    return path if path == ":memory:" else validate.sqlite_file_path(os.path.expanduser(path))
+__all__ = ["inspect_target", "open_backend"]
 
 
 def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> Backend:
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    if not isinstance(target, str):
-        raise ConfigurationError(
-            f"a database is a path, ':memory:' or a URL, not {type(target).__name__}"
-        )
-    validate.open_target(target)
-    # Not urlsplit: it raises ValueError on some malformed URLs, which the backend reports.
-    scheme = target.split("://", 1)[0].lower() if "://" in target else ""
-    if scheme in ("postgresql", "postgres"):
+    """The backend ``target`` names, opened with ``options`` (checked against its own)."""
+    backend, target = backend_of(target)
+    # Each backend's package is imported when a target names it: its driver is an extra.
+    if backend == "postgresql":
         try:
             from ..postgres import PostgresBackend
         except ImportError as exc:
@@ -46,13 +30,21 @@ def open_backend(target: str | os.PathLike[str], options: Mapping[str, Any]) -> 
     from ..sqlite import SQLiteBackend
 
     validate.open_options(SQLiteBackend, "SQLite", options)
-    if scheme == "sqlite":
-        return SQLiteBackend(sqlite_path(target), **options)
-    if scheme:
-        raise ConfigurationError(
-            f"unknown database URL scheme {scheme!r} in {target!r}: "
-            "use a file path, ':memory:', sqlite:///path or postgresql://…"
-        )
-    if not target:
-        raise ConfigurationError("the database path is empty")
     return SQLiteBackend(sqlite_path(target), **options)
+
+
+def inspect_target(target: str | os.PathLike[str], schema: str | None) -> DatabaseInfo:
+    """What ``target`` holds, found by its backend's ``inspect`` without creating or changing
+    anything (``Store.inspect``)."""
+    backend, target = backend_of(target)
+    if backend == "postgresql":
+        try:
+            from ..postgres.inspect import inspect as inspect_postgres
+        except ImportError as exc:
+            raise missing_extra("postgres", "PostgreSQL", exc.name) from exc
+        return inspect_postgres(target, schema)
+    if schema is not None:
+        raise ConfigurationError("schema= is for PostgreSQL; a SQLite database has none")
+    from ..sqlite.inspect import inspect as inspect_sqlite
+
+    return inspect_sqlite(target)

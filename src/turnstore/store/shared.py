@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, field
 
 from .. import validate
+from ..targets import sqlite_path
 from . import Store
-from .opening import sqlite_path
 
 __all__ = ["IDLE_CLOSE", "Lease", "acquire", "closed"]
 
