@@ -7,11 +7,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .. import Store
+from .. import CopySummary, Store
+from .. import copy as copy_sessions
 from ..errors import ConnectionFailedError
 from ..targets import sqlite_file
-from ..transfer import CopySummary
-from ..transfer import copy as copy_sessions
 from .app import command
 from .database import check_database, run_command
 from .options import (

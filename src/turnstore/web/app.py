@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import Store
 from ..errors import (
     ClosedError,
     ConflictError,
@@ -38,7 +39,6 @@ from ..errors import (
     TurnstoreError,
 )
 from ..model import PathView
-from ..store import Store
 from ..units import duration_text
 from . import catalogue, timeline
 from . import format as fmt
