@@ -101,8 +101,6 @@ PUBLIC = ("turnstore", "turnstore.errors", "turnstore.tracing", "turnstore.otel"
 NOT_YET_INTERFACE = {
     # import's sources (open_source, import_source): the public API has no import call yet
     ("turnstore.cli.data", "turnstore.importers"),
-    # --schema folded into a URL checks the name as PostgreSQL's URL parser does
-    ("turnstore.cli.options", "turnstore.postgres.url"),
     ("turnstore.cli.server", "turnstore.demo"),  # the demo is a command's, not the API's
 }
 

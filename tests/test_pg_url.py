@@ -1,4 +1,4 @@
-"""Which schema a ``postgresql://`` URL names (postgres/url.py): parsing alone, no server.
+"""Which schema a ``postgresql://`` URL names (targets.split_schema): parsing alone, no server.
 
 That the store then keeps its tables there is in test_postgres.py.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from turnstore import ConfigurationError
-from turnstore.postgres.url import split_schema
+from turnstore.targets import split_schema
 
 URL = "postgresql://me@db.example:5432/app"
 

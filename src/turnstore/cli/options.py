@@ -19,7 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import typer
 
 from ..errors import ConfigurationError, InvalidOperationError
-from ..postgres.url import split_schema
+from ..targets import split_schema
 from .output import Format, fail
 
 __all__ = [
@@ -158,7 +158,7 @@ def with_schema(target: str, schema: str | None) -> str:
         split_schema(target, schema)  # a name PostgreSQL takes, and no other in the URL
     except ConfigurationError as exc:
         raise typer.BadParameter(str(exc), param_hint="--schema") from None
-    # Named twice alike is one name (postgres/url.py).
+    # Named twice alike is one name (targets.split_schema).
     return f"{target}{'&' if '?' in target else '?'}schema={quote(schema, safe='')}"
 
 

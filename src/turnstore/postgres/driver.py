@@ -35,13 +35,14 @@ from ..errors import (
     ReadOnlyError,
     SchemaError,
 )
+from ..targets import DEFAULT_SCHEMA, check_schema, split_schema
 from ..validate import option_text
 from . import migrations  # MIGRATIONS read at each open: a test may shorten the history there
 from .errors import connect_error, driver_error
 from .loop import LoopThread, stop_loop
 from .sql import DIALECT
 from .transaction import Retry, Transactions, configure
-from .url import DEFAULT_SCHEMA, check_schema, describe, parse_url, split_schema
+from .url import describe, parse_url
 
 __all__ = ["PostgresBackend", "now"]
 
@@ -96,7 +97,7 @@ class PostgresBackend:
 
         ``schema`` is the PostgreSQL schema that holds turnstore's tables (created if
         missing): this, else the one the URL names (``?schema=NAME``, or libpq's
-        ``?options=-csearch_path%3DNAME``; see postgres/url.py), else ``public``.
+        ``?options=-csearch_path%3DNAME``; see targets.py), else ``public``.
         ``min_size``/``max_size`` size the pool; ``connect_timeout`` bounds each connection
         attempt, ``pool_timeout`` the wait for a free connection. ``retries`` is how
         many times a transiently failed operation is re-run. ``migrate=False`` never changes

@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from ..targets import DatabaseInfo, DatabaseKind, database_kind
+from ..targets import DatabaseInfo, DatabaseKind, database_kind, split_schema
 from .errors import connect_error, driver_error
 from .migrations import MIGRATIONS
-from .url import describe, parse_url, split_schema
+from .url import describe, parse_url
 
 __all__ = ["inspect"]
 
