@@ -35,7 +35,7 @@ from typing import Any
 
 from _common import environment, format_table, make_turns, write_json
 from turnstore import Store, StructuredSession
-from turnstore.model import NewRun
+from turnstore.domain.model import NewRun
 from turnstore.web import create_app
 
 TARGET_MS = 1000.0

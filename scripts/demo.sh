@@ -6,4 +6,4 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e '.[agents,cli]'
-exec "$VENV/bin/python" -m turnstore.demo "$@"
+exec "$VENV/bin/python" -m turnstore.agents.demo "$@"

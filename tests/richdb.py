@@ -20,7 +20,7 @@ __all__ = ["HOSTILE", "assert_rich", "build_rich", "dump"]
 # Columns that hold a run's id, an item's id; the rest are compared as they are.
 _RUN_LINKS = {"parent_id", "prior_run_id", "compacted_by", "head_run_id", "run_id"}
 _ITEM_LINKS = {"call_item_id", "output_item_id"}
-# What a copy (and an export) does not carry (see turnstore.transfer), and derived columns.
+# What a copy (and an export) does not carry (see turnstore.importers.copy), and derived columns.
 _NOT_COPIED = {"operations", "sdk_adopted"}
 _DERIVED = {"search_vector"}
 _COPIED_TABLES = {

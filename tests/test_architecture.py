@@ -25,11 +25,11 @@ MAX_LINES = 650
 # (or loads a backend only when a target names one), so that ``import turnstore`` loads no SDK
 # and no driver. (importer, imported): why.
 LAZY = {
-    ("turnstore.cli.server", "turnstore.demo"): "the demo needs the agents extra",
+    ("turnstore.cli.server", "turnstore.agents.demo"): "the demo needs the agents extra",
     ("turnstore.cli.server", "turnstore.web"): "serve needs the web extra",
     ("turnstore.console", "turnstore.cli"): "the CLI needs the cli extra (the console says so)",
     ("turnstore.postgres", "turnstore.postgres.driver"): "the driver needs the postgres extra",
-    ("turnstore.session", "turnstore.hooks"): "the hooks need the agents extra",
+    ("turnstore.agents.session", "turnstore.agents.hooks"): "the hooks need the agents extra",
     ("turnstore.store.opening", "turnstore.postgres"): "a backend loads when a target names it",
     ("turnstore.store.opening", "turnstore.sqlite"): "a backend loads when a target names it",
     ("turnstore.store.opening", "turnstore.postgres.inspect"): "a backend loads when named",
@@ -41,43 +41,18 @@ LAZY = {
 # Imports inside a function that dodge a cycle or a layer today (issue 27, point 2 and 5).
 NOT_YET_LAZY: set[tuple[str, str]] = set()
 
-# The layers, lowest first: a module imports its own group and lower layers only. Old and new
-# names both, until the move (issue 27, section 3) lands. Longest prefix wins.
+# The layers, lowest first: a module imports its own group and lower layers only. Longest
+# prefix wins.
 LAYERS: Mapping[str, tuple[int, str]] = {
     "turnstore.errors": (0, "errors"),
-    **dict.fromkeys(
-        [
-            "turnstore.domain",
-            "turnstore.model",
-            "turnstore.items",
-            "turnstore.toolcalls",
-            "turnstore.validate",
-            "turnstore.units",
-            "turnstore.jsonout",
-            "turnstore.extras",
-            "turnstore.targets",
-        ],
-        (1, "domain"),
-    ),
+    "turnstore.domain": (1, "domain"),
     "turnstore.core": (2, "core"),
-    **dict.fromkeys(
-        ["turnstore.formats", "turnstore.export", "turnstore.exchange"], (3, "formats")
-    ),
+    "turnstore.formats": (3, "formats"),
     "turnstore.sqlite": (3, "sqlite"),
     "turnstore.postgres": (3, "postgres"),
     "turnstore.store": (4, "store"),
     **dict.fromkeys(
-        [
-            "turnstore.agents",
-            "turnstore.session",
-            "turnstore.hooks",
-            "turnstore.usage",
-            "turnstore.demo",
-            "turnstore.importers",
-            "turnstore.transfer",
-            "turnstore.tracing",
-            "turnstore.otel",
-        ],
+        ["turnstore.agents", "turnstore.importers", "turnstore.tracing", "turnstore.otel"],
         (5, "features"),
     ),
     "turnstore": (6, "api"),
@@ -101,7 +76,7 @@ PUBLIC = ("turnstore", "turnstore.errors", "turnstore.tracing", "turnstore.otel"
 NOT_YET_INTERFACE = {
     # import's sources (open_source, import_source): the public API has no import call yet
     ("turnstore.cli.data", "turnstore.importers"),
-    ("turnstore.cli.server", "turnstore.demo"),  # the demo is a command's, not the API's
+    ("turnstore.cli.server", "turnstore.agents.demo"),  # the demo is a command's, not the API's
 }
 
 NOT_YET_LONG: set[str] = set()

@@ -1,7 +1,7 @@
 """The ``turnstore`` command line, driven by typer's ``CliRunner``.
 
 The databases are written by the real Agents SDK ``Runner`` with ``ScriptedModel``: the demo
-conversation of ``turnstore.demo`` through ``StructuredSession`` (and a branch made by
+conversation of ``turnstore.agents.demo`` through ``StructuredSession`` (and a branch made by
 ``edit``), and the same conversation through the SDK's own ``SQLiteSession``,
 ``AdvancedSQLiteSession`` (with two branches and per-turn usage) and ``SQLAlchemySession``
 for the importers. Every command runs against a SQLite file and a PostgreSQL schema (the
@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 
 from support import MISSING_DATABASE, POSTGRES_URL, database_target, target_exists, target_sql
 from turnstore import Store, StructuredSession, postgres, sqlite
+from turnstore.agents.demo import QUESTIONS, _agents, _scripted_model, run_demo
 from turnstore.cli import _shown, app
 from turnstore.core.statements import CREATE_VERSION_TABLE
-from turnstore.demo import QUESTIONS, _agents, _scripted_model, run_demo
 
 pytestmark = pytest.mark.e2e
 

@@ -30,9 +30,10 @@ from typer.testing import CliRunner
 from builders import assistant, user
 from chains import SESSION_TABLES, build_chain
 from support import database_target, target_sql
-from turnstore import Store, extras
+from turnstore import Store
+from turnstore.agents.demo import run_demo
 from turnstore.cli import app
-from turnstore.demo import run_demo
+from turnstore.domain import extras
 from turnstore.store.base import StoreBase
 
 pytestmark = pytest.mark.e2e

@@ -30,7 +30,7 @@ from starlette.testclient import TestClient
 
 from builders import assistant, call, output, user
 from turnstore import HistoryTail, InvalidOperationError, NotFoundError, Store, StructuredSession
-from turnstore.session import _sdk_snapshot_type
+from turnstore.agents.session import _sdk_snapshot_type
 from turnstore.web import create_app
 
 TOKENS_PER_CALL = 12  # the usage of every scripted model call: 10 in, 2 out

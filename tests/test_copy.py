@@ -54,7 +54,7 @@ from turnstore import (
     Usage,
     copy,
 )
-from turnstore import transfer as transfer_module
+from turnstore.importers import copy as transfer_module
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from builders import grow_an_older_branch_later, newer_rows_in_earlier_runs, ord
 from richdb import assert_rich, build_rich, dump
 from support import Interrupted, cli, failing_after
 from turnstore import InvalidOperationError, Store
-from turnstore.exchange import ExactSession, ExportedRun, exact_session
+from turnstore.formats.rows import ExactSession, ExportedRun, exact_session
 from turnstore.importers import import_source, merge_session
 from turnstore.importers.exports import ExportSource
 

@@ -1,4 +1,5 @@
-"""Tests for turnstore.items.classify: one realistic item per type, odd shapes, sanitising."""
+"""Tests for turnstore.domain.items.classify: one realistic item per type, odd shapes,
+sanitising."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from support import require_module
-from turnstore.items import ItemInfo, classify
+from turnstore.domain.items import ItemInfo, classify
 
 PNG = "data:image/png;base64," + "iVBORw0KGgo" * 1000  # stands in for a large screenshot
 

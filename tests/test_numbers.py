@@ -1,5 +1,5 @@
 """Real numbers (issue 16): durations kept to the microsecond by the API and shown by one rule
-(turnstore.units) in the CLI and the viewer alike; one word, "failed", for failed calls."""
+(turnstore.domain.units) in the CLI and the viewer alike; one word, "failed", for failed calls."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from builders import assistant, call, output, user
 from support import sql, target_sql
 from turnstore import Store
 from turnstore.cli import app
-from turnstore.units import duration_text, elapsed_ms
+from turnstore.domain.units import duration_text, elapsed_ms
 from turnstore.web import create_app
 
 RAW_MS = 5.400206000103935  # what a perf_counter difference looks like

@@ -29,7 +29,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 from support import POSTGRES_URL, require_postgres
-from turnstore import extras
+from turnstore.domain import extras
 
 pytestmark = pytest.mark.packaging
 
@@ -38,7 +38,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 def test_the_extras_table_is_pyprojects() -> None:
-    """``turnstore.extras.EXTRAS`` names every extra pyproject.toml declares, and each module
+    """``turnstore.domain.extras.EXTRAS`` names every extra pyproject.toml declares, and each module
     it lists is what one of the extra's distributions provides."""
     declared = PYPROJECT["project"]["optional-dependencies"]
     assert set(extras.EXTRAS) == set(declared)
@@ -241,7 +241,7 @@ def test_the_cli_extra(wheel: Path, tmp_path: Path) -> None:
 
 def test_the_agents_extra(wheel: Path, tmp_path: Path) -> None:
     env = Environment(tmp_path / "env", wheel, "agents")
-    out = env.run(str(env.python), "-m", "turnstore.demo", "--db", "demo.db").stdout
+    out = env.run(str(env.python), "-m", "turnstore.agents.demo", "--db", "demo.db").stdout
     assert "Refund for order 1234 is on its way." in out
     _one_line(env.turnstore("demo", code=1), "cli")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from turnstore import ConfigurationError
-from turnstore.targets import split_schema
+from turnstore.domain.targets import split_schema
 
 URL = "postgresql://me@db.example:5432/app"
 

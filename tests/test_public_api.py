@@ -21,7 +21,7 @@ from turnstore import Store
 
 # Names a public signature may use that turnstore does not define: the standard library's and
 # the Agents SDK's (``SessionSettings``). ``SessionHooks`` (``StructuredSession.hooks``) lives
-# in ``turnstore.hooks``, which needs the SDK, so ``import turnstore`` cannot import it.
+# in ``turnstore.agents.hooks``, which needs the SDK, so ``import turnstore`` cannot import it.
 FOREIGN = {
     "Any",
     "AsyncIterator",

@@ -34,10 +34,10 @@ from turnstore import (
     Usage,
 )
 from turnstore.core.ops import Capability
-from turnstore.core.rows import as_datetime
 from turnstore.core.search import parse_search
 from turnstore.core.statements import LOCK_HEAD
-from turnstore.export import runs_from_jsonl
+from turnstore.core.tables import as_datetime
+from turnstore.formats.export import runs_from_jsonl
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
 """Conformance tests of refusals (issue 11): every public call refuses a bad argument with a
-turnstore error of the class ``turnstore.validate``'s rule names, and changes nothing.
+turnstore error of the class ``turnstore.domain.validate``'s rule names, and changes nothing.
 
 Each case below raised something outside the error tree before (OverflowError, RecursionError,
 UnicodeEncodeError, AttributeError, TypeError, ValueError), a driver error mapped to
@@ -37,8 +37,8 @@ from turnstore import (
     TurnstoreError,
     Usage,
 )
+from turnstore.domain.validate import MAX_DEPTH, MAX_INT, MAX_REQUESTS
 from turnstore.sqlite import SQLiteBackend
-from turnstore.validate import MAX_DEPTH, MAX_INT, MAX_REQUESTS
 
 HUGE = 2**63  # one more than either backend stores
 SURROGATE = "lone \ud800 half"

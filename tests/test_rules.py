@@ -1,7 +1,7 @@
 """Rules defined once and applied alike everywhere (issue 13, item 4).
 
-"Failed": a tool call failed when ``turnstore.toolcalls.call_failed`` says so. The Python side
-(``ToolCall.failed``), the SQL side (``Store.tool_calls(status="failed")``,
+"Failed": a tool call failed when ``turnstore.domain.toolcalls.call_failed`` says so. The Python
+side (``ToolCall.failed``), the SQL side (``Store.tool_calls(status="failed")``,
 ``Store.tool_stats``, the views) and what the CLI and the viewer show all agree, for calls of
 every status with and without an error.
 """
@@ -21,8 +21,8 @@ from builders import assistant, call, output, user
 from support import sql
 from turnstore import Store
 from turnstore.cli import app
-from turnstore.model import ToolCall
-from turnstore.toolcalls import FAILED_STATUSES, call_failed, failed_sql
+from turnstore.domain.model import ToolCall
+from turnstore.domain.toolcalls import FAILED_STATUSES, call_failed, failed_sql
 from turnstore.web import format as web_format
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -200,7 +200,7 @@ def test_unmark() -> None:
 def test_pieces() -> None:
     from datetime import datetime, timezone
 
-    from turnstore.model import SearchResult
+    from turnstore.domain.model import SearchResult
 
     def hit(snippet: str, *matches: tuple[int, int]) -> SearchResult:
         now = datetime.now(timezone.utc)
@@ -249,7 +249,7 @@ def test_cli_and_viewer_mark_only_matches(bold_db: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# JSON output: one writer (turnstore.jsonout); stored items have their own codec
+# JSON output: one writer (turnstore.domain.jsonout); stored items have their own codec
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "turnstore"
 
@@ -257,8 +257,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "turnstore"
 def test_jsonout_writes_records() -> None:
     from datetime import datetime, timezone
 
-    from turnstore import jsonout
-    from turnstore.model import SessionInfo
+    from turnstore.domain import jsonout
+    from turnstore.domain.model import SessionInfo
 
     when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     info = SessionInfo("s", None, "é", 7, when, when, {"k": (1, 2)})

@@ -239,7 +239,7 @@ async def test_int_session_id_is_its_text_as_in_sqlite_session(store: Store) -> 
 
 @pytest.mark.parametrize("session_id", ["nul\x00id", "lone \ud800", None, b"bytes", True, 1.5])
 async def test_unstorable_session_id_is_refused(store: Store, session_id: Any) -> None:
-    # A wrong argument, not a bad open option (turnstore.validate's rule).
+    # A wrong argument, not a bad open option (turnstore.domain.validate's rule).
     with pytest.raises(InvalidOperationError, match="session_id"):
         StructuredSession(session_id, store)
     with pytest.raises(InvalidOperationError, match="session_id"):

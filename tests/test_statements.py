@@ -18,8 +18,8 @@ from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
 from turnstore.core.ops import All, Capability, Execute, Fetch, Insert, One, Query, Value, Values
-from turnstore.core.rows import TOKEN_COLUMNS, usage_from_row, usage_params
-from turnstore.model import Usage
+from turnstore.core.tables import TOKEN_COLUMNS, usage_from_row, usage_params
+from turnstore.domain.model import Usage
 
 psycopg = require_module("psycopg")
 from turnstore import postgres  # noqa: E402

@@ -765,10 +765,10 @@ def test_pretty() -> None:
 
 
 def test_duration_and_number() -> None:
-    from turnstore.units import duration_text
+    from turnstore.domain.units import duration_text
     from turnstore.web.format import number
 
-    # The viewer shows durations by the one rule (turnstore.units; tests/test_numbers.py).
+    # The viewer shows durations by the one rule (turnstore.domain.units; tests/test_numbers.py).
     assert [duration_text(v) for v in (None, 0.5, 12.4, 2400, 185_000, 7_500_000)] == [
         "",
         "0.5 ms",

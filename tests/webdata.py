@@ -15,7 +15,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from builders import assistant, user
 from turnstore import NewRun, Store, StructuredSession
-from turnstore.demo import _agents, run_demo
+from turnstore.agents.demo import _agents, run_demo
 
 HOSTILE_ID = "hostile <b>id</b>/with slash?&#"
 # Markup that would run script if the page ever put stored text into the DOM as HTML.

@@ -4,30 +4,13 @@
 conversations across sessions. See the README for the schema and examples.
 """
 
+from .agents.session import StructuredSession
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
 from .core.ops import Backend
 from .core.queries import SessionOrder, UsageGroup
 from .core.search import SearchOrder
-from .errors import (
-    ClosedError,
-    ConfigurationError,
-    ConflictError,
-    ConnectionFailedError,
-    InvalidItemError,
-    InvalidOperationError,
-    NotFoundError,
-    OutcomeUnknownError,
-    ReadOnlyError,
-    RunNotFoundError,
-    SchemaError,
-    SessionNotFoundError,
-    StorageError,
-    TurnstoreError,
-)
-from .export import ExportFormat
-from .importers import adopt_sdk_sessions
-from .model import (
+from .domain.model import (
     FIRST_PAGE,
     Branch,
     BranchOrigin,
@@ -52,10 +35,27 @@ from .model import (
     Usage,
     UsageRow,
 )
-from .session import StructuredSession
+from .domain.targets import DatabaseInfo, DatabaseKind
+from .errors import (
+    ClosedError,
+    ConfigurationError,
+    ConflictError,
+    ConnectionFailedError,
+    InvalidItemError,
+    InvalidOperationError,
+    NotFoundError,
+    OutcomeUnknownError,
+    ReadOnlyError,
+    RunNotFoundError,
+    SchemaError,
+    SessionNotFoundError,
+    StorageError,
+    TurnstoreError,
+)
+from .formats.export import ExportFormat
+from .importers import adopt_sdk_sessions
+from .importers.copy import CopySummary, copy
 from .store import Store, migrate
-from .targets import DatabaseInfo, DatabaseKind
-from .transfer import CopySummary, copy
 
 
 def __getattr__(name: str) -> str:

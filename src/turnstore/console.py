@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from .extras import missing, missing_extra
+from .domain.extras import missing, missing_extra
 
 __all__ = ["main"]
 

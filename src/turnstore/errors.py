@@ -24,10 +24,11 @@ so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
     ├── ClosedError            the store or session was closed
     └── StorageError           any other database failure
 
-Which error a bad argument raises follows one rule, declared in ``turnstore.validate``: options
-of an open are ``ConfigurationError``, items ``InvalidItemError``, an id that names nothing
-(an int out of the 64-bit range included) ``NotFoundError``, any other wrong argument
-``InvalidOperationError``. A refused call changes nothing.
+Which error a bad argument raises follows one rule, declared in
+``turnstore.domain.validate``: options of an open are ``ConfigurationError``, items
+``InvalidItemError``, an id that names nothing (an int out of the 64-bit range included)
+``NotFoundError``, any other wrong argument ``InvalidOperationError``. A refused call changes
+nothing.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import validate
+from .domain import validate
+from .domain.extras import missing_extra
+from .domain.model import Run, ToolCall, TraceSpan
 from .errors import ConfigurationError, SessionNotFoundError
-from .extras import missing_extra
-from .model import Run, ToolCall, TraceSpan
 
 if TYPE_CHECKING:
     from .store import Store
@@ -251,7 +251,7 @@ async def otlp_traces(store: Store, session_id: str) -> dict[str, Any]:
             {
                 "resource": {
                     "attributes": _attributes(
-                        {"service.name": "turnstore", "turnstore.session.id": sid}
+                        {"service.name": "turnstore", "turnstore.agents.session.id": sid}
                     )
                 },
                 "scopeSpans": [{"scope": {"name": SCOPE}, "spans": spans}],

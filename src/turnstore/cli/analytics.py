@@ -11,10 +11,10 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from .. import jsonout
-from ..model import SearchResult, UsageRow
-from ..toolcalls import TOOL_CALL_STATUSES
-from ..units import duration_text
+from ..domain import jsonout
+from ..domain.model import SearchResult, UsageRow
+from ..domain.toolcalls import TOOL_CALL_STATUSES
+from ..domain.units import duration_text
 from .app import command
 from .database import open_store, run_command
 from .options import (

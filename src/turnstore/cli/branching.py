@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from ..domain.model import Branch
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import Branch
 from .app import command
 from .database import open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, SessionArg, resolve_target

@@ -17,8 +17,8 @@ from rich.markup import escape
 from .. import Store, adopt_sdk_sessions
 from .. import importers as _importers
 from .. import migrate as migrate_database
+from ..domain.targets import sqlite_file
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..targets import sqlite_file
 from .app import command
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target

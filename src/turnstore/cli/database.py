@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .. import Store
+from ..domain.targets import sqlite_file
 from ..errors import ConnectionFailedError, SchemaError, TurnstoreError
-from ..targets import sqlite_file
 from .options import ENV_DB
 from .output import fail
 

@@ -18,8 +18,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import typer
 
+from ..domain.targets import split_schema
 from ..errors import ConfigurationError, InvalidOperationError
-from ..targets import split_schema
 from .output import Format, fail
 
 __all__ = [

@@ -29,8 +29,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .. import jsonout
-from ..model import ToolCall, Usage
+from ..domain import jsonout
+from ..domain.model import ToolCall, Usage
 
 __all__ = [
     "Format",

@@ -12,10 +12,11 @@ import typer
 from rich.text import Text
 from rich.tree import Tree
 
-from .. import Store, jsonout
+from .. import Store
+from ..domain import jsonout
+from ..domain.model import FIRST_PAGE, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
+from ..domain.units import duration_text
 from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import FIRST_PAGE, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
-from ..units import duration_text
 from .app import command
 from .database import open_store, run_command
 from .options import (

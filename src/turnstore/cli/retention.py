@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from ..domain.model import SessionInfo
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
-from ..model import SessionInfo
 from .app import command
 from .database import command_errors, open_store, run_command
 from .options import (

@@ -10,9 +10,9 @@ import typer
 from rich.markup import escape
 
 from .. import Store
+from ..domain.extras import require
+from ..domain.model import Run
 from ..errors import TurnstoreError
-from ..extras import require
-from ..model import Run
 from .app import command
 from .database import check_database, open_store, run_command
 from .options import DbOption, JsonOption, SchemaOption, display_target, resolve_target
@@ -49,7 +49,7 @@ def demo(
 
     async def go() -> list[Run]:
         require("agents", "turnstore demo")
-        from ..demo import run_demo
+        from ..agents.demo import run_demo
 
         check_database(target, create=True)
         # The demo narrates on stdout; with --json that would spoil the JSON.

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from .. import jsonout, otel
+from .. import otel
+from ..domain import jsonout
 from .app import command
 from .data import refuse_database_output
 from .database import open_store, run_command

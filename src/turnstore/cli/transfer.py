@@ -9,8 +9,8 @@ from rich.markup import escape
 
 from .. import CopySummary, Store
 from .. import copy as copy_sessions
+from ..domain.targets import sqlite_file
 from ..errors import ConnectionFailedError
-from ..targets import sqlite_file
 from .app import command
 from .database import check_database, run_command
 from .options import (

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
+from ..domain.model import Run
 from ..errors import InvalidOperationError
-from ..model import Run
 
 __all__ = [
     "TERMINAL_PAGE",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Run
+from ..domain.model import Run
 from . import statements as S
 from .append import GraftRun, graft
 from .lock import set_head

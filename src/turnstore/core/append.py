@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.model import IN_PROGRESS, SessionPatch, Telemetry, Usage
+from ..domain.validate import MAX_INT, MAX_REQUESTS
 from ..errors import InvalidOperationError
-from ..model import IN_PROGRESS, SessionPatch, Telemetry, Usage
-from ..validate import MAX_INT, MAX_REQUESTS
 from . import results as R
 from . import statements as S
 from .catalogue import patch_session
@@ -24,8 +24,8 @@ from .lock import Head, lock_session, set_head
 from .ops import Op
 from .plan import Plan, plan_append
 from .reads import find_run
-from .rows import RunRow, usage_params
 from .search_index import INDEX_BATCH, feed_index, index_backlog
+from .tables import RunRow, usage_params
 from .telemetry import record_telemetry
 
 __all__ = ["GraftRun", "append", "apply_append", "graft", "insert_item", "parent_head"]

@@ -17,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.model import Branch, BranchOrigin
 from ..errors import InvalidOperationError, NotFoundError
-from ..model import Branch, BranchOrigin
 from . import results as R
 from . import statements as S
 from .lock import lock_session
 from .ops import Op
 from .reads import find_run
-from .rows import as_datetime
+from .tables import as_datetime
 
 __all__ = [
     "BranchTree",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.model import SessionInfo, SessionPatch
 from ..errors import ConflictError
-from ..model import SessionInfo, SessionPatch
 from . import statements as S
 from .ops import Op
 from .reads import session_info

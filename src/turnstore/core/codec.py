@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ..domain.items import ItemInfo, classify
+from ..domain.validate import check_json
 from ..errors import InvalidItemError
-from ..items import ItemInfo, classify
-from ..validate import check_json
 from .collector import pause_for
 
 __all__ = [

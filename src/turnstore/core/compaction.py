@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import HistoryTail
+from ..domain.model import HistoryTail
 from . import results as R
 from . import statements as S
 from .append import insert_item

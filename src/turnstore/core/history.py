@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from ..domain.items import classify
+from ..domain.model import Run
 from ..errors import ConflictError, InvalidOperationError, StorageError
-from ..items import classify
-from ..model import Run
 from . import results as R
 from . import statements as S
 from .adoption import supersede

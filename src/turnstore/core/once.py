@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .. import validate
+from ..domain import validate
 from ..errors import InvalidOperationError
 from . import statements as S
 from .ops import Op

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import InvalidOperationError, StorageError
-from ..items import ItemInfo
-from ..model import COMPLETED, IN_PROGRESS, INTERRUPTED, RunStatus
-from ..toolcalls import (
+from ..domain.items import ItemInfo
+from ..domain.model import COMPLETED, IN_PROGRESS, INTERRUPTED, RunStatus
+from ..domain.toolcalls import (
     HOSTED_UNDER_WAY,
     PENDING,
     call_item_status,
@@ -21,6 +20,7 @@ from ..toolcalls import (
     output_call_status,
     output_error,
 )
+from ..errors import InvalidOperationError, StorageError
 from .codec import PreparedItem
 from .lock import Head
 

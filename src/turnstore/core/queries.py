@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from .. import validate
-from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
-from ..model import (
+from ..domain import validate
+from ..domain.model import (
     ModelResponse,
     Run,
     SessionInfo,
@@ -30,13 +29,14 @@ from ..model import (
     ToolStats,
     UsageRow,
 )
-from ..units import kept_ms
+from ..domain.units import kept_ms
+from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from . import results as R
 from . import statements as S
 from .adoption import supersede
 from .ops import All, Op
 from .reads import session_info, with_items
-from .rows import (
+from .tables import (
     RunRow,
     SessionRow,
     ToolCallRow,

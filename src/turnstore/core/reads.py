@@ -10,14 +10,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..domain.model import Fork, PathView, Run, SessionInfo, ToolCall
 from ..errors import NotFoundError, RunNotFoundError, SessionNotFoundError
-from ..model import Fork, PathView, Run, SessionInfo, ToolCall
 from . import results as R
 from . import statements as S
 from .codec import decode_data, decode_items
 from .collector import pause_for
 from .ops import Op
-from .rows import (
+from .tables import (
     PathWindowRow,
     RunRow,
     SessionRow,

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ..model import SearchResult
+from ..domain.model import SearchResult
 from . import statements as S
 from .ops import Op
-from .rows import as_datetime
 from .search_index import copy_backlog, index_backlog
+from .tables import as_datetime
 
 __all__ = [
     "SEARCH_ORDERS",

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..items import clean_text
-from ..model import TraceSpan
+from ..domain.items import clean_text
+from ..domain.model import TraceSpan
 from . import results as R
 from . import statements as S
 from .ops import Op
-from .rows import as_datetime
+from .tables import as_datetime
 
 __all__ = [
     "SpanRecord",

@@ -4,7 +4,7 @@ claim. ``core.statements`` and each dialect's ``sql`` call these with what diffe
 
 from __future__ import annotations
 
-from .rows import TOKEN_COLUMNS
+from .tables import TOKEN_COLUMNS
 
 TOKENS = ", ".join(TOKEN_COLUMNS)
 """The token columns, as a select or insert list."""

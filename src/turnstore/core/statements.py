@@ -36,7 +36,8 @@ from .results import (
     ToolStatsRow,
     UsageSumRow,
 )
-from .rows import (
+from .sql import TOKENS, set_usage_sql
+from .tables import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
     TOKEN_COLUMNS,
@@ -47,7 +48,6 @@ from .rows import (
     ToolCallRow,
     columns,
 )
-from .sql import TOKENS, set_usage_sql
 
 SPAN_COLUMNS = ", ".join(SpanRow._fields)
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ..model import Telemetry
+from ..domain.model import Telemetry
 from . import statements as S
 from .ops import Op
-from .rows import usage_params
+from .tables import usage_params
 
 __all__ = ["bind_times", "record_telemetry"]
 

@@ -1,4 +1,4 @@
-"""Copying a session's rows from one database to another (``turnstore.transfer`` drives it).
+"""Copying a session's rows from one database to another (``turnstore.importers.copy`` drives it).
 
 Row for row, not item by item: what a write derives from items (runs, statuses, tool calls)
 is copied as the source holds it, together with what no item says (tokens, timings, model
@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .. import validate
+from ..domain import validate
 from ..errors import StorageError
 from . import statements as S
 from .ops import Op
 from .results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
-from .rows import RunRow, SessionRow, as_datetime
 from .search_index import index_backlog
+from .tables import RunRow, SessionRow, as_datetime
 
 __all__ = [
     "Bounds",

@@ -23,11 +23,11 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .. import validate
 from ..core.append import GraftRun
 from ..core.codec import prepare_items
+from ..domain import validate
+from ..domain.model import Run
 from ..errors import InvalidItemError, InvalidOperationError, ReadOnlyError
-from ..model import Run
 from ..store import Store, adoption
 from ..store.adoption import AdoptionPlan
 from ..store.base import StoreBase

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from .. import validate
 from ..core.codec import loads_item
+from ..domain import validate
+from ..domain.items import classify
+from ..domain.model import Usage
 from ..errors import InvalidOperationError
-from ..exchange import ExactSession
-from ..items import classify
-from ..model import Usage
+from ..formats.rows import ExactSession
 
 __all__ = [
     "Source",

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from .. import validate
+from ..domain import validate
 from ..errors import (
     ConnectionFailedError,
     InvalidItemError,
@@ -17,8 +17,8 @@ from ..errors import (
     SchemaError,
     TurnstoreError,
 )
-from ..exchange import ExportedRun, exact_session
-from ..export import VERSION, is_run_key, read_jsonl
+from ..formats.export import VERSION, is_run_key, read_jsonl
+from ..formats.rows import ExportedRun, exact_session
 from .base import Source, SourceRun, SourceSession, as_datetime
 
 __all__ = ["ExportSource"]
@@ -29,12 +29,13 @@ log = logging.getLogger("turnstore")
 class ExportSource(Source):
     """turnstore's own exports (``turnstore export`` / ``Store.export``).
 
-    ``jsonl``: one line per item (see ``turnstore.export``), any number of sessions, parsed by
-    ``export.read_jsonl``, with each run's usage; the last run of a session becomes its head,
-    unless its ``session`` record names another. ``json``: one session's document, or an array
-    of them, with the head, each run's usage and the catalogue fields (user, title, metadata).
+    ``jsonl``: one line per item (see ``turnstore.formats.export``), any number of sessions,
+    parsed by ``export.read_jsonl``, with each run's usage; the last run of a session becomes
+    its head, unless its ``session`` record names another. ``json``: one session's document, or
+    an array of them, with the head, each run's usage and the catalogue fields (user, title,
+    metadata).
     Both, when written by a turnstore that exports every row (JSON version 2, JSONL lines
-    with ``run``), give each session ``exact``: its rows, checked (``turnstore.exchange``).
+    with ``run``), give each session ``exact``: its rows, checked (``turnstore.formats.rows``).
     """
 
     def __init__(self, path: str, kind: str) -> None:

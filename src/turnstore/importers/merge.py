@@ -12,6 +12,7 @@ from ..core import transfer
 from ..core.append import GraftRun
 from ..core.codec import PreparedItem, dumps_item, prepare_items
 from ..core.transfer import IdMap
+from ..domain.model import NewRun, Run
 from ..errors import (
     ConfigurationError,
     InvalidItemError,
@@ -19,8 +20,7 @@ from ..errors import (
     ReadOnlyError,
     SessionNotFoundError,
 )
-from ..exchange import ExactSession
-from ..model import NewRun, Run
+from ..formats.rows import ExactSession
 from ..store import Store, copying
 from ..store.chunks import overlapped, ranges
 from ..store.copying import write_session

@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .. import validate
+from ..domain import validate
+from ..domain.model import Usage
 from ..errors import ConnectionFailedError, SchemaError
-from ..model import Usage
 from ..sqlite import connect_read_only
 from .base import (
     Source,

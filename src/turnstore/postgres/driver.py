@@ -28,6 +28,8 @@ from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from ..core.ops import Capability, Fetch, Op, Query, finish_write, forked_away, utc
 from ..core.schema import migrate_step, stored_version
+from ..domain.targets import DEFAULT_SCHEMA, check_schema, split_schema
+from ..domain.validate import option_text
 from ..errors import (
     ClosedError,
     ConfigurationError,
@@ -35,8 +37,6 @@ from ..errors import (
     ReadOnlyError,
     SchemaError,
 )
-from ..targets import DEFAULT_SCHEMA, check_schema, split_schema
-from ..validate import option_text
 from . import migrations  # MIGRATIONS read at each open: a test may shorten the history there
 from .errors import connect_error, driver_error
 from .loop import LoopThread, stop_loop

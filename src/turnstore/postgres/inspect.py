@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from ..targets import DatabaseInfo, DatabaseKind, database_kind, split_schema
+from ..domain.targets import DatabaseInfo, DatabaseKind, database_kind, split_schema
 from .errors import connect_error, driver_error
 from .migrations import MIGRATIONS
 from .url import describe, parse_url

@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import validate
 from ..core.dialect import result_row, result_rows
 from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, forked_away, utc
 from ..core.schema import migrate_step, stored_version
+from ..domain import validate
 from ..errors import (
     ClosedError,
     ConfigurationError,

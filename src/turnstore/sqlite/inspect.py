@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ..domain.targets import DatabaseInfo, DatabaseKind, database_kind, sqlite_file
 from ..errors import ConnectionFailedError
-from ..targets import DatabaseInfo, DatabaseKind, database_kind, sqlite_file
 from .files import connect_read_only
 from .migrations import MIGRATIONS
 

@@ -9,15 +9,9 @@ from __future__ import annotations
 from ..core import statements as S
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
-from ..core.rows import (
-    RUN_COLUMNS,
-    SESSION_COLUMNS,
-    TOOL_CALL_COLUMNS,
-    RunRow,
-    columns,
-)
 from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
-from ..toolcalls import failed_sql
+from ..core.tables import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
+from ..domain.toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL"]
 

@@ -27,7 +27,7 @@ import os
 from types import TracebackType
 from typing import Any
 
-from ..targets import DatabaseInfo
+from ..domain.targets import DatabaseInfo
 from .analytics import AnalyticsMixin
 from .catalogue import CatalogueMixin, session_patch
 from .conversation import ConversationMixin
@@ -65,7 +65,7 @@ class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansM
     def inspect(target: str | os.PathLike[str], *, schema: str | None = None) -> DatabaseInfo:
         """What the database ``target`` (as ``open`` takes it) holds, found without creating or
         changing anything: missing, empty, turnstore's (at which schema version), the Agents
-        SDK's session tables, or another application's. See ``turnstore.targets``."""
+        SDK's session tables, or another application's. See ``turnstore.domain.targets``."""
         return inspect_target(target, schema)
 
     def __enter__(self) -> Store:

@@ -12,7 +12,7 @@ from typing import Any
 from ..core import adoption
 from ..core.adoption import AdoptionPlan
 from ..core.ops import Capability
-from ..model import Run
+from ..domain.model import Run
 from .base import StoreBase
 
 __all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]

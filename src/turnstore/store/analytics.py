@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from .. import export, validate
 from ..core import queries, search
 from ..core.ops import Fetch, Op, Query
 from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
+from ..domain import validate
+from ..domain.model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
 from ..errors import InvalidOperationError
-from ..export import ExportFormat
-from ..model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
+from ..formats import export
+from ..formats.export import ExportFormat
 from .base import NO_LIMIT, StoreBase, limit_arg
 
 __all__ = ["AnalyticsMixin"]
@@ -39,7 +40,7 @@ class AnalyticsMixin(StoreBase):
 
         ``status="failed"`` matches every failed call: status ``failed`` or ``incomplete``,
         an MCP call's error, or an output that reports an error (the SDK's messages for a
-        tool that raised or timed out, see ``turnstore.toolcalls.reports_error``). Other
+        tool that raised or timed out, see ``turnstore.domain.toolcalls.reports_error``). Other
         statuses (``completed``, ``pending`` for a call with no output yet, …) match exactly.
         ``since`` is inclusive, ``until`` exclusive; ``limit=None`` returns every match.
         """
@@ -200,7 +201,7 @@ class AnalyticsMixin(StoreBase):
         """The session as ``"jsonl"`` (one item a line), ``"json"`` (the tree) or ``"markdown"``.
 
         The active path by default; ``all_branches=True`` exports every run of the tree. See
-        ``turnstore.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
+        ``turnstore.formats.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
         ``add_runs``. Raises ``SessionNotFoundError`` for an unknown session.
         """
         sid = validate.key(session_id, "session_id")

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
-from .. import validate
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.once import check_operation_id, new_operation_id, once
 from ..core.ops import Backend, Op
+from ..domain import validate
 from ..errors import InvalidOperationError, OutcomeUnknownError, RunNotFoundError
 
 __all__ = ["NO_LIMIT", "StoreBase", "expected_head_arg", "limit_arg", "run_id_arg"]

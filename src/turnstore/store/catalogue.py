@@ -6,13 +6,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .. import validate
 from ..core import queries, reads
 from ..core.catalogue import update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
-from ..errors import InvalidOperationError, SessionNotFoundError
-from ..model import (
+from ..domain import validate
+from ..domain.model import (
     FIRST_PAGE,
     PageCursor,
     SessionInfo,
@@ -20,6 +19,7 @@ from ..model import (
     SessionPatch,
     SessionSummary,
 )
+from ..errors import InvalidOperationError, SessionNotFoundError
 from .base import StoreBase, limit_arg
 
 __all__ = ["MAX_SUMMARIES", "CatalogueMixin", "session_patch"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import validate
 from ..core import append, compaction, history, reads
 from ..core.codec import PreparedItem, prepare_items
 from ..core.once import HEAD
 from ..core.telemetry import bind_times
+from ..domain import validate
+from ..domain.model import HistoryTail, SessionPatch, Telemetry, Usage
 from ..errors import InvalidOperationError
-from ..model import HistoryTail, SessionPatch, Telemetry, Usage
 from .base import NO_LIMIT, StoreBase, limit_arg
 
 __all__ = ["ConversationMixin"]

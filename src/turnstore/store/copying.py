@@ -1,5 +1,5 @@
 """The store's side of ``turnstore copy``: a session's rows read by ranges of runs, and
-written exactly once (an internal API for ``turnstore.transfer``, and for the import of an
+written exactly once (an internal API for ``turnstore.importers.copy``, and for the import of an
 export, which holds them whole: ``write_session``). Each function runs one operation of
 ``core.transfer`` in a transaction of its own."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core import transfer
 from ..core.ops import Op
-from ..core.rows import RunRow, SessionRow
+from ..core.tables import RunRow, SessionRow
 from ..core.transfer import Chunk, IdMap, Time, time_binder
 from .base import StoreBase
 from .chunks import ranges

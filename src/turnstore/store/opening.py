@@ -7,11 +7,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import validate
 from ..core.ops import Backend
+from ..domain import validate
+from ..domain.extras import missing_extra
+from ..domain.targets import DatabaseInfo, backend_of, sqlite_path
 from ..errors import ConfigurationError
-from ..extras import missing_extra
-from ..targets import DatabaseInfo, backend_of, sqlite_path
 
 __all__ = ["inspect_target", "open_backend"]
 

@@ -23,8 +23,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .. import validate
-from ..targets import sqlite_path
+from ..domain import validate
+from ..domain.targets import sqlite_path
 from . import Store
 
 __all__ = ["IDLE_CLOSE", "Lease", "acquire", "closed"]

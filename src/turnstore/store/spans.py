@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import validate
 from ..core import spans
 from ..core.reads import get_run
 from ..core.spans import SpanRecord
+from ..domain import validate
+from ..domain.model import TraceSpan
 from ..errors import InvalidOperationError
-from ..model import TraceSpan
 from .base import NO_LIMIT, StoreBase, limit_arg, run_id_arg
 
 __all__ = ["SpansMixin"]

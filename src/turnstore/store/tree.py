@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .. import validate
 from ..core import append, branches, history, reads
 from ..core.codec import prepare_items
 from ..core.history import ANY_HEAD, ExpectedHead
+from ..domain import validate
+from ..domain.model import Branch, NewRun, PathView, Run, ToolCall
 from ..errors import InvalidOperationError
-from ..model import Branch, NewRun, PathView, Run, ToolCall
 from .base import StoreBase, expected_head_arg, limit_arg, run_id_arg
 
 __all__ = ["TreeMixin", "graft"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..extras import require
+from ..domain.extras import require
 from . import binding
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agents.tracing import TracingProcessor
 
 from ..core.spans import SpanRecord, ToolOutcome, encode_data
-from ..toolcalls import span_error_text, span_outcome
+from ..domain.toolcalls import span_error_text, span_outcome
 from . import binding
 from .binding import Binding
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..extras import missing_extra
+from ..domain.extras import missing_extra
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -29,6 +29,8 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import Store
+from ..domain.model import PathView
+from ..domain.units import duration_text
 from ..errors import (
     ClosedError,
     ConflictError,
@@ -38,8 +40,6 @@ from ..errors import (
     NotFoundError,
     TurnstoreError,
 )
-from ..model import PathView
-from ..units import duration_text
 from . import catalogue, timeline
 from . import format as fmt
 from .hosts import HostCheck, HostPolicy

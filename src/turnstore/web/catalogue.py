@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from starlette.exceptions import HTTPException
 
 from .. import Store
-from ..model import FIRST_PAGE, SearchResult, SessionInfo, SessionSummary, Usage
+from ..domain.model import FIRST_PAGE, SearchResult, SessionInfo, SessionSummary, Usage
 from .format import bar_chart, fill_days
 from .params import Params
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .. import jsonout
-from ..model import ToolCall
+from ..domain import jsonout
+from ..domain.model import ToolCall
 
 __all__ = [
     "Bar",

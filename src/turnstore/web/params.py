@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..validate import MAX_INT, MAX_KEY_BYTES
+from ..domain.validate import MAX_INT, MAX_KEY_BYTES
 
 __all__ = ["MAX_ID", "Page", "Params", "whole_number"]
 

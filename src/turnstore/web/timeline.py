@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import TraceSpan
+from ..domain.model import TraceSpan
 
 __all__ = ["WIDTH", "Row", "waterfall"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import validate
-from .model import Usage
+from ..domain import validate
+from ..domain.model import Usage
 
 __all__ = ["usage_from", "usage_of"]
 

@@ -17,10 +17,10 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from .. import validate
+from ..domain import validate
+from ..domain.model import Run, SessionInfo, ToolCall, Usage
+from ..domain.units import kept_ms
 from ..errors import InvalidOperationError
-from ..model import Run, SessionInfo, ToolCall, Usage
-from ..units import kept_ms
 
 __all__ = [
     "RUN_COLUMNS",

@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from .errors import ConfigurationError, InvalidOperationError, NotFoundError
+from ..errors import ConfigurationError, InvalidOperationError, NotFoundError
 from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
 
 __all__ = [

@@ -37,14 +37,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, get_args
 
-from . import validate
-from .core.codec import prepare_items
-from .core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
-from .core.rows import RunRow, SessionRow, as_datetime, stored_time
-from .core.transfer import Chunk
-from .errors import InvalidOperationError
-from .jsonout import fields
-from .model import Run, RunStatus, Usage
+from ..core.codec import prepare_items
+from ..core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
+from ..core.tables import RunRow, SessionRow, as_datetime, stored_time
+from ..core.transfer import Chunk
+from ..domain import validate
+from ..domain.jsonout import fields
+from ..domain.model import Run, RunStatus, Usage
+from ..errors import InvalidOperationError
 
 __all__ = ["ExactSession", "ExportedRun", "RunRows", "exact_session", "rows_by_run", "run_record"]
 

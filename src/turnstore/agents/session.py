@@ -11,14 +11,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from . import validate
-from .core.history import ANY_HEAD, ExpectedHead
-from .core.ops import finish_write
-from .errors import ClosedError, ConfigurationError, InvalidOperationError
-from .importers import adopt
-from .model import Branch, Run, SessionInfo, SessionPatch, Usage
-from .store import Store, session_patch, shared
-from .tracing import binding
+from ..core.history import ANY_HEAD, ExpectedHead
+from ..core.ops import finish_write
+from ..domain import validate
+from ..domain.model import Branch, Run, SessionInfo, SessionPatch, Usage
+from ..errors import ClosedError, ConfigurationError, InvalidOperationError
+from ..importers import adopt
+from ..store import Store, session_patch, shared
+from ..tracing import binding
 from .usage import usage_of
 
 if TYPE_CHECKING:
@@ -422,7 +422,7 @@ class StructuredSession:
 
         They record each model call (agent, model, response id, usage, latency) and each
         function tool call's start, end and duration, written with the session's next write.
-        Needs the Agents SDK. See ``turnstore.hooks``.
+        Needs the Agents SDK. See ``turnstore.agents.hooks``.
         """
         if self._hooks is None:
             from .hooks import Recorder, SessionHooks

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = ["EXTRAS", "missing", "missing_extra", "require"]
 

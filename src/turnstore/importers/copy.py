@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import validate
-from .core.rows import RunRow, SessionRow, as_datetime, stored_metadata
-from .core.transfer import Chunk, IdMap, match_runs
-from .errors import (
+from ..core.tables import RunRow, SessionRow, as_datetime, stored_metadata
+from ..core.transfer import Chunk, IdMap, match_runs
+from ..domain import validate
+from ..errors import (
     ClosedError,
     ConnectionFailedError,
     InvalidOperationError,
@@ -40,9 +40,9 @@ from .errors import (
     SessionNotFoundError,
     TurnstoreError,
 )
-from .store import Store, copying
-from .store.chunks import overlapped, ranges
-from .store.copying import write_rows
+from ..store import Store, copying
+from ..store.chunks import overlapped, ranges
+from ..store.copying import write_rows
 
 __all__ = ["CopySummary", "copy"]
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from . import validate
-from .core.queries import ExportData
-from .errors import InvalidItemError
-from .exchange import rows_by_run, run_record
-from .jsonout import dumps
-from .model import NewRun, Run, ToolCall, Usage
+from ..core.queries import ExportData
+from ..domain import validate
+from ..domain.jsonout import dumps
+from ..domain.model import NewRun, Run, ToolCall, Usage
+from ..errors import InvalidItemError
+from .rows import rows_by_run, run_record
 
 __all__ = [
     "FORMATS",

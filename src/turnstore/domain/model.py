@@ -53,7 +53,7 @@ INTERRUPTED: RunStatus = "interrupted"  # a tool call awaits its output (an appr
 FAILED: RunStatus = "failed"  # a new question came below it before its answer
 COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
 
-# A tool call's statuses, and what makes one failed: ``turnstore.toolcalls``.
+# A tool call's statuses, and what makes one failed: ``turnstore.domain.toolcalls``.
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,7 +415,7 @@ class TraceSpan:
 @dataclass(frozen=True, slots=True)
 class ToolStats:
     """Per-tool statistics. ``failed`` counts the calls that failed (``ToolCall.failed``: the
-    one word turnstore uses for them). Durations (ms, see ``turnstore.units``) only count
+    one word turnstore uses for them). Durations (ms, see ``turnstore.domain.units``) only count
     calls whose duration is known."""
 
     tool_name: str | None

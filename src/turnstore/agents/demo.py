@@ -1,7 +1,7 @@
 """A scripted agent conversation written through turnstore, then read back with plain SQL.
 
-``python -m turnstore.demo [--db demo.db]``. With no ``OPENAI_API_KEY`` the model is the SDK's
-``ScriptedModel`` (no network, same answers every time); with a key, a real model answers.
+``python -m turnstore.agents.demo [--db demo.db]``. With no ``OPENAI_API_KEY`` the model is
+the SDK's ``ScriptedModel`` (no network, same answers every time); with a key, a real model answers.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidOperationError, TurnstoreError
+from ..errors import InvalidOperationError, TurnstoreError
 from .session import StructuredSession
 
 __all__ = ["main", "run_demo"]

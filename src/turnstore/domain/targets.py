@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
+from ..errors import ConfigurationError, InvalidOperationError
 from . import validate
-from .errors import ConfigurationError, InvalidOperationError
 
 __all__ = [
     "DEFAULT_SCHEMA",

@@ -25,9 +25,9 @@ from typing import Any
 
 from agents import RunHooks
 
-from .items import clean_text
-from .model import ResponseRecord, Telemetry, ToolTiming, Usage
-from .units import elapsed_ms
+from ..domain.items import clean_text
+from ..domain.model import ResponseRecord, Telemetry, ToolTiming, Usage
+from ..domain.units import elapsed_ms
 from .usage import usage_from
 
 __all__ = ["Recorder", "SessionHooks"]

@@ -1,0 +1,1 @@
+"""The OpenAI Agents SDK's side: its Session, Runner hooks and the demo."""

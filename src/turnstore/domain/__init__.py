@@ -1,0 +1,1 @@
+"""The domain's rules and records: pure, below everything else."""

@@ -1,0 +1,1 @@
+"""Sessions written out and read back: exports and the rows they carry."""
