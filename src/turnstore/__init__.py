@@ -5,6 +5,7 @@ conversations across sessions. See the README for the schema and examples.
 """
 
 from .agents.session import StructuredSession
+from .core.annotations import AnnotationGroup
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
 from .core.ops import Backend
@@ -12,6 +13,9 @@ from .core.queries import SessionOrder, UsageGroup
 from .core.search import SearchOrder
 from .domain.model import (
     FIRST_PAGE,
+    Annotation,
+    AnnotationSource,
+    AnnotationStats,
     Branch,
     BranchOrigin,
     Fork,
@@ -74,6 +78,10 @@ def __getattr__(name: str) -> str:
 __all__ = [
     "ANY_HEAD",
     "FIRST_PAGE",
+    "Annotation",
+    "AnnotationGroup",
+    "AnnotationSource",
+    "AnnotationStats",
     "Backend",
     "Branch",
     "BranchOrigin",

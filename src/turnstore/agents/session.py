@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.ops import finish_write
 from ..domain import validate
-from ..domain.model import Branch, Run, SessionInfo, SessionPatch, Usage
+from ..domain.model import Annotation, AnnotationSource, Branch, Run, SessionInfo, SessionPatch, Usage
 from ..errors import ClosedError, ConfigurationError, InvalidOperationError
 from ..importers import adopt
 from ..store import Store, session_patch, shared
@@ -500,6 +500,36 @@ class StructuredSession:
                 )
             run_id = info.head_run_id
         return await store.name_branch(self.session_id, run_id, name)
+
+    @_write
+    async def annotate(
+        self,
+        name: str,
+        *,
+        value: float | None = None,
+        label: str | None = None,
+        comment: str | None = None,
+        source: AnnotationSource = "user",
+        author: str | None = None,
+        tool_call_id: int | None = None,
+        run_id: int | None = None,
+    ) -> Annotation:
+        """Annotate the session's head run (or ``run_id``, a run of this session): a web
+        app's thumbs endpoint knows the session, not the run. ``source`` is ``"user"`` by
+        default here (the conversation's user); see ``Store.annotate``. ``RunNotFoundError``
+        when the session has no run yet."""
+        store = await self._ready()
+        return await store.annotate(
+            run_id,
+            name,
+            value=value,
+            label=label,
+            comment=comment,
+            source=source,
+            author=author,
+            tool_call_id=tool_call_id,
+            session_id=self.session_id,
+        )
 
     @_write
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:

@@ -11,6 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
+from . import annotation_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -635,7 +636,8 @@ COPY_TOOL_CALL = Execute(
 
 # ---------------------------------------------------------------------------------------------
 
-STATEMENTS: tuple[Statement, ...] = tuple(
-    value for value in list(globals().values()) if isinstance(value, Statement)
+STATEMENTS: tuple[Statement, ...] = (
+    tuple(value for value in list(globals().values()) if isinstance(value, Statement))
+    + annotation_sql.STATEMENTS
 )
-"""Every statement, in declaration order."""
+"""Every statement, in declaration order (annotations' last: ``core.annotation_sql``)."""

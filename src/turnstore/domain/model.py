@@ -11,12 +11,16 @@ from typing import Any, Literal
 from .toolcalls import call_failed
 
 __all__ = [
+    "ANNOTATION_SOURCES",
     "COMPACTED",
     "COMPLETED",
     "FAILED",
     "FIRST_PAGE",
     "INTERRUPTED",
     "IN_PROGRESS",
+    "Annotation",
+    "AnnotationSource",
+    "AnnotationStats",
     "Branch",
     "BranchOrigin",
     "HistoryTail",
@@ -54,6 +58,11 @@ FAILED: RunStatus = "failed"  # a new question came below it before its answer
 COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
 
 # A tool call's statuses, and what makes one failed: ``turnstore.domain.toolcalls``.
+
+# Who made an annotation: the conversation's ``user`` (a thumbs button), a ``human`` reviewer,
+# a ``model`` judge, a ``code`` check.
+AnnotationSource = Literal["user", "human", "model", "code"]
+ANNOTATION_SOURCES: tuple[AnnotationSource, ...] = ("user", "human", "model", "code")
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,3 +497,42 @@ class SearchResult:
         if position < len(self.snippet):
             pieces.append((self.snippet[position:], False))
         return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """A judgement of a run (or of one tool call of it): feedback, a score, a label, a note.
+
+    ``name`` says what is judged (``"thumbs"``, ``"correctness"``, …); ``value`` is a finite
+    number (thumbs: 1 up, 0 down), ``label`` a short text (``"hallucinated"``), ``comment``
+    free text; any of them may be None. ``updated_at`` is set by ``Store.update_annotation``.
+    """
+
+    id: int
+    session_id: str
+    run_id: int
+    tool_call_id: int | None
+    name: str
+    value: float | None
+    label: str | None
+    comment: str | None
+    source: str
+    author: str | None
+    created_at: datetime
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationStats:
+    """The annotations of one name in one group (an agent, model, tool, UTC day or branch):
+    how many, how many runs they judge, and their values' mean, minimum and maximum (None:
+    no annotation of the group has a value)."""
+
+    key: str | None
+    name: str
+    count: int
+    scored: int
+    runs: int
+    mean: float | None
+    minimum: float | None
+    maximum: float | None

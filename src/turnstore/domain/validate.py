@@ -31,14 +31,18 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, InvalidOperationError, NotFoundError
-from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
+from .model import ANNOTATION_SOURCES, ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
 
 __all__ = [
+    "MAX_ANNOTATION_NAME",
     "MAX_BRANCH_NAME",
+    "MAX_COMMENT",
     "MAX_DEPTH",
     "MAX_INT",
     "MAX_KEY_BYTES",
     "MAX_REQUESTS",
+    "annotation_fields",
+    "annotation_value",
     "branch_name",
     "check_json",
     "choice",
@@ -50,6 +54,7 @@ __all__ = [
     "instance",
     "json_object",
     "key",
+    "label_text",
     "lookup_id",
     "metadata",
     "metadata_filter",
@@ -85,6 +90,12 @@ backend, so that a database can move from SQLite to PostgreSQL.
 
 MAX_BRANCH_NAME = 200
 """The longest branch name, in characters: a label to read and type, and a key of an index."""
+
+MAX_ANNOTATION_NAME = 200
+"""The longest annotation name or label, in characters: a label to read, type and group by."""
+
+MAX_COMMENT = 65_536
+"""The longest annotation comment, in characters: a reviewer's note, not a document."""
 
 MAX_DEPTH = 200
 """How deep an item or metadata value may nest lists and objects.
@@ -163,21 +174,27 @@ def key(value: Any, name: str) -> str:
 
 
 def branch_name(value: Any) -> str:
-    """``value`` if it names a branch: text (see ``text``) of 1 to ``MAX_BRANCH_NAME``
-    characters without control characters or surrounding whitespace; stored exactly."""
-    checked = text(value, "branch name")
+    """``value`` if it names a branch: a label (``label_text``) of at most ``MAX_BRANCH_NAME``
+    characters; stored exactly."""
+    return label_text(value, "a branch name", MAX_BRANCH_NAME)
+
+
+def label_text(value: Any, what: str, limit: int) -> str:
+    """``value`` if it is a label (a branch or annotation name): text (see ``text``) of 1 to
+    ``limit`` characters without control characters or surrounding whitespace."""
+    checked = text(value, what)
     if not checked or checked != checked.strip():
         raise InvalidOperationError(
-            f"a branch name must be non-empty, without leading or trailing whitespace, got "
+            f"{what} must be non-empty, without leading or trailing whitespace, got "
             f"{shown(checked)}"
         )
-    if len(checked) > MAX_BRANCH_NAME:
+    if len(checked) > limit:
         raise InvalidOperationError(
-            f"a branch name must be at most {MAX_BRANCH_NAME} characters, got {len(checked)}"
+            f"{what} must be at most {limit} characters, got {len(checked)}"
         )
     if any(unicodedata.category(char) == "Cc" for char in checked):
         raise InvalidOperationError(
-            f"a branch name must not hold control characters (a newline, a tab, an escape), "
+            f"{what} must not hold control characters (a newline, a tab, an escape), "
             f"got {shown(checked)}"
         )
     return checked
@@ -321,6 +338,50 @@ def duration(value: Any, name: str) -> float:
     raise InvalidOperationError(
         f"{name} must be a finite number of milliseconds from 0, got {shown(value)}"
     )
+
+
+def annotation_value(value: Any, name: str = "an annotation's value") -> float | None:
+    """An annotation's ``value``: a finite number (an int or float, not a bool), or None."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise InvalidOperationError(
+        f"{name} must be a finite number (an int or float), got {shown(value)}"
+    )
+
+
+def annotation_fields(
+    *,
+    name: Any,
+    value: Any,
+    label: Any,
+    comment: Any,
+    source: Any,
+    author: Any,
+) -> dict[str, Any]:
+    """An annotation's fields, checked (None: absent), as the statements bind them: a name and
+    label are labels (``label_text``) of at most ``MAX_ANNOTATION_NAME`` characters, a comment text
+    of at most ``MAX_COMMENT``, a source one of ``ANNOTATION_SOURCES``, an author a key."""
+    if comment is not None and len(text(comment, "comment")) > MAX_COMMENT:
+        raise InvalidOperationError(
+            f"an annotation's comment must be at most {MAX_COMMENT} characters, got {len(comment)}"
+        )
+    return {
+        "name": label_text(name, "an annotation's name", MAX_ANNOTATION_NAME),
+        "value": annotation_value(value),
+        "label": None
+        if label is None
+        else label_text(label, "an annotation's label", MAX_ANNOTATION_NAME),
+        "comment": comment,
+        "source": choice(source, "source", ANNOTATION_SOURCES),
+        "author": optional_key(author, "author"),
+    }
 
 
 def optional_usage(value: Any, name: str = "usage") -> Usage | None:

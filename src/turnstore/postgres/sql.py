@@ -10,7 +10,9 @@ Scale-out: every statement on a session's rows filters each table it touches by
 
 from __future__ import annotations
 
+from ..core import annotation_sql as A
 from ..core import statements as S
+from ..core.annotation_sql import annotation_stats_sql
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.search import SNIPPET_MARKS
@@ -425,6 +427,9 @@ _QUERIES: dict[Statement, str] = {
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
+    A.ANNOTATION_STATS_BY_DAY: annotation_stats_sql(
+        "to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+    ),
     S.USAGE_BY_MODEL: response_usage_sql(
         "model",
         _USAGE_FILTERS,

@@ -6,6 +6,8 @@ them). Append new steps; never edit a released one.
 
 from __future__ import annotations
 
+from ..core.annotation_sql import RUN_ANNOTATIONS_VIEW
+
 __all__ = ["MIGRATIONS"]
 
 # The tables that hand out ids, as migration 1 creates them and migrations 6 and 12 rebuild
@@ -433,5 +435,31 @@ MIGRATIONS: list[list[str]] = [
             keep_counter=True,
         ),
         "PRAGMA legacy_alter_table = OFF",
+    ],
+    # 13: annotations (core/annotations.py): feedback, scores, labels and notes on a run, or on
+    # one tool call of it; many per run. They cascade with their run (a session's go with its
+    # runs, a branch's with its runs, in the same one-level delete) and with their tool call
+    # (a pop that drops it). Read by run, by session and by name across sessions; the view
+    # run_annotations joins each with its run for SQL users (docs/queries.md).
+    [
+        """CREATE TABLE annotations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            tool_call_id INTEGER REFERENCES tool_calls (id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            value REAL,
+            label TEXT,
+            comment TEXT,
+            source TEXT NOT NULL,
+            author TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT
+        )""",
+        "CREATE INDEX annotations_run ON annotations (run_id, created_at)",
+        "CREATE INDEX annotations_session ON annotations (session_id, created_at)",
+        "CREATE INDEX annotations_name ON annotations (name, created_at)",
+        "CREATE INDEX annotations_tool_call ON annotations (tool_call_id)",
+        RUN_ANNOTATIONS_VIEW,
     ],
 ]

@@ -6,7 +6,9 @@ runs alike are in ``core.statements``; ``DIALECT`` joins both into the table the
 
 from __future__ import annotations
 
+from ..core import annotation_sql as A
 from ..core import statements as S
+from ..core.annotation_sql import annotation_stats_sql
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
 from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
@@ -404,6 +406,7 @@ _QUERIES: dict[Statement, str] = {
     S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
     S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
     S.USAGE_BY_DAY: _RUN_USAGE.format(key="substr(r.created_at, 1, 10)"),
+    A.ANNOTATION_STATS_BY_DAY: annotation_stats_sql("substr(a.created_at, 1, 10)"),
     S.USAGE_BY_MODEL: response_usage_sql(
         "model", _USAGE_FILTERS, "r.id = m.run_id", "m.run_id = r.id"
     ),

@@ -12,7 +12,9 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
 - ``analytics``: across sessions (``tool_calls``, ``slowest_tool_calls``, ``tool_stats``,
   ``model_responses``, ``usage``, ``search``, ``export``);
 - ``spans``: the SDK's trace spans of each run (``spans``, ``slowest_spans``,
-  ``error_spans``; ``_record_spans`` for ``turnstore.tracing``).
+  ``error_spans``; ``_record_spans`` for ``turnstore.tracing``);
+- ``annotations``: judgements of runs (``annotate``, ``update_annotation``,
+  ``delete_annotation``, ``annotations``, ``annotation_stats``).
 
 ``base`` holds what they share (the backend, exactly-once writes, argument checks) and
 ``opening`` turns a path or URL into a backend. ``shared`` is the process's registry of the
@@ -29,6 +31,7 @@ from typing import Any
 
 from ..domain.targets import DatabaseInfo
 from .analytics import AnalyticsMixin
+from .annotations import AnnotationsMixin
 from .catalogue import CatalogueMixin, session_patch
 from .conversation import ConversationMixin
 from .opening import inspect_target, open_backend
@@ -38,7 +41,9 @@ from .tree import TreeMixin
 __all__ = ["Store", "migrate", "session_patch"]
 
 
-class Store(ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansMixin):
+class Store(
+    ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin
+):
     """One database of conversations: open it once, share it between sessions and queries.
 
     ``Store.open(":memory:")``, ``Store.open("conversations.db")`` or
