@@ -24,7 +24,7 @@ from dataclasses import dataclass
 # reference table, and the views join the tables below on session_id.
 DISTRIBUTED = (
     "sessions", "runs", "items", "tool_calls", "model_responses", "operations", "spans",
-    "branch_names",
+    "branch_names", "annotations",
 )  # fmt: skip
 
 # Statements that are about the whole store by design, not about one session: on Citus they
@@ -55,6 +55,13 @@ CROSS_SESSION = {
     **{
         f"usage_by_{key}": f"token usage per {key}, across sessions (analytics)"
         for key in ("session", "user", "day", "model", "agent")
+    },
+    "session_of_annotation": "the session of an annotation by id alone (update, delete)",
+    "annotations_by_name": "annotations of one name across sessions (analytics)",
+    "annotations_by_all": "annotations across sessions (analytics)",
+    **{
+        f"annotation_stats_by_{key}": f"annotation statistics per {key}, across sessions"
+        for key in ("agent", "model", "tool", "day", "run")
     },
     "search": "full-text search across sessions, one optionally",
     "search_recent": "full-text search across sessions, one optionally",

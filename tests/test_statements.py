@@ -14,6 +14,7 @@ import pytest
 
 from support import require_module
 from turnstore import sqlite
+from turnstore.core import annotation_sql
 from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
@@ -50,7 +51,8 @@ def test_statements_are_declared_once_by_name() -> None:
     names = [s.name for s in S.STATEMENTS]
     assert len(names) == len(set(names))
     for statement in S.STATEMENTS:  # the symbol is the name, in capitals: grep finds both
-        assert getattr(S, statement.name.upper()) is statement
+        module = annotation_sql if statement in annotation_sql.STATEMENTS else S
+        assert getattr(module, statement.name.upper()) is statement
 
 
 @pytest.mark.parametrize("module", [sqlite, postgres], ids=["sqlite", "postgres"])

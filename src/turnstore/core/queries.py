@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from .tables import (
     tool_call_from_row,
     usage_from_row,
 )
-from .transfer import Chunk, read_chunk
+from .transfer import Chunk, read_chunk, session_annotations
 
 __all__ = [
     "GROUPS",
@@ -396,8 +397,8 @@ class ExportData:
 
 def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
     """Everything an export of ``session_id`` needs, read in one transaction: the rows of its
-    runs as the copy reads them (``core.transfer.read_chunk``, one definition), of which the
-    runs, items and tool calls are also made records."""
+    runs as the copy reads them (``core.transfer.read_chunk``, one definition) with their
+    annotations, of which the runs, items and tool calls are also made records."""
     info = yield from session_info(session_id)
     if info is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -406,6 +407,8 @@ def export_data(session_id: str, all_branches: bool) -> Op[ExportData]:
     rows = Chunk(run_rows, [], [], [], [], [])
     if run_rows:  # in id order (a path's runs too: a run is written after its parent)
         rows = yield from read_chunk(session_id, run_rows)
+        notes = yield from session_annotations(session_id)
+        rows = dataclasses.replace(rows, annotations=notes)
     if not all_branches:  # the path's range of ids holds other branches' runs too
         rows = rows.only(run_rows)
     runs = with_items([run_from_row(row) for row in run_rows], rows.items, session_id)

@@ -20,7 +20,9 @@ from typing import Any
 
 from ..domain import validate
 from ..errors import StorageError
+from . import annotation_sql as A
 from . import statements as S
+from .annotation_sql import CopyAnnotationRow
 from .ops import Op
 from .results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 from .search_index import index_backlog
@@ -38,6 +40,7 @@ __all__ = [
     "read_chunk",
     "read_range",
     "row_bounds",
+    "session_annotations",
     "session_items",
     "session_rows",
     "time_binder",
@@ -64,6 +67,9 @@ class Chunk:
     responses: list[ModelResponseRow]
     spans: list[SpanRow]
     branch_names: list[BranchNameRow]
+    # The session's annotations (of these runs, in id order), where a reader holds them (an
+    # export's, an import's); a copy writes a session's all with its last chunk (write_chunk).
+    annotations: list[CopyAnnotationRow] = field(default_factory=list)
 
     def only(self, runs: Sequence[RunRow]) -> Chunk:
         """The rows of ``runs`` alone (some of this chunk's runs: a branch of a range)."""
@@ -75,6 +81,7 @@ class Chunk:
             [row for row in self.responses if row.run_id in ids],
             [row for row in self.spans if row.run_id in ids],
             [row for row in self.branch_names if row.run_id in ids],
+            [row for row in self.annotations if row.run_id in ids],
         )
 
 
@@ -173,6 +180,12 @@ def _order_cuts(runs: Sequence[RunRow], bounds: Bounds) -> set[int]:
     return cuts
 
 
+def session_annotations(session_id: str) -> Op[list[CopyAnnotationRow]]:
+    """Every annotation of the session, in id order, as a copy writes them."""
+    rows: list[CopyAnnotationRow] = yield A.COPY_ANNOTATIONS({"sid": session_id})
+    return rows
+
+
 def read_range(session_id: str, first: int, last: int) -> Op[Chunk]:
     """The session's runs with ids ``first`` to ``last`` as they are now, with their rows, in
     one transaction: a run written since the session's runs were listed (the head run gaining
@@ -203,12 +216,15 @@ def write_chunk(
     *,
     first: bool,
     last: bool,
+    annotations: Sequence[CopyAnnotationRow] = (),
 ) -> Op[IdMap]:
     """Write ``chunk`` (None: a session without runs) into the target; returns the id map
     with its runs added (``ids`` itself is left as it was: a retried transaction starts over).
 
     The first chunk creates the session (without a head); the last one gives it its head and
-    the source's catalogue fields, so a session that reads complete is complete.
+    the source's catalogue fields, so a session that reads complete is complete, and the
+    session's annotations (``annotations``: written anew, so that a copy made again carries
+    them as the source holds them then; one of a run not copied is left out).
     """
     sid = session.session_id
     ids = ids.copy()
@@ -264,7 +280,28 @@ def write_chunk(
     if last:
         head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
         yield from _put_session(session, metadata, head, time)
+        yield from _copy_annotations(sid, annotations, ids, time)
     return ids
+
+
+def _copy_annotations(
+    sid: str, annotations: Sequence[CopyAnnotationRow], ids: IdMap, time: Time
+) -> Op[None]:
+    yield A.CLEAR_ANNOTATIONS({"sid": sid})
+    for row in annotations:
+        run_id = ids.runs.get(row.run_id)
+        if run_id is None:  # a run written in the source since its runs were listed
+            continue
+        yield A.COPY_ANNOTATION(
+            {
+                **row._asdict(),
+                "sid": sid,
+                "run_id": run_id,
+                "has_tool_call": int(row.tool_call_index is not None),
+                "tool_call_offset": row.tool_call_index or 0,
+                **_times(row, time, "annotation", "created_at", "updated_at"),
+            }
+        )
 
 
 # The columns of runs (RunRow holds them all) compared as they are; the links are compared

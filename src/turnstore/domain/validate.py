@@ -326,44 +326,39 @@ def iso_time(value: Any, name: str) -> datetime:
     return when
 
 
-def duration(value: Any, name: str) -> float:
-    """``value``, a finite number of milliseconds from 0 (a latency, a tool's run), as a float."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            ms = float(value)
-        except OverflowError:  # an int beyond any float
-            ms = math.inf
-        if math.isfinite(ms) and ms >= 0:
-            return ms
-    raise InvalidOperationError(
-        f"{name} must be a finite number of milliseconds from 0, got {shown(value)}"
-    )
-
-
-def annotation_value(value: Any, name: str = "an annotation's value") -> float | None:
-    """An annotation's ``value``: a finite number (an int or float, not a bool), or None."""
-    if value is None:
-        return None
+def _finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite int or float (not a bool), else None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             number = float(value)
         except OverflowError:  # an int beyond any float
-            number = math.inf
-        if math.isfinite(number):
-            return number
-    raise InvalidOperationError(
-        f"{name} must be a finite number (an int or float), got {shown(value)}"
-    )
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def duration(value: Any, name: str) -> float:
+    """``value``, a finite number of milliseconds from 0 (a latency, a tool's run), as a float."""
+    ms = _finite(value)
+    if ms is None or ms < 0:
+        raise InvalidOperationError(
+            f"{name} must be a finite number of milliseconds from 0, got {shown(value)}"
+        )
+    return ms
+
+
+def annotation_value(value: Any, name: str = "an annotation's value") -> float | None:
+    """An annotation's ``value``: a finite number (an int or float, not a bool), or None."""
+    number = _finite(value)
+    if number is None and value is not None:
+        raise InvalidOperationError(
+            f"{name} must be a finite number (an int or float), got {shown(value)}"
+        )
+    return number
 
 
 def annotation_fields(
-    *,
-    name: Any,
-    value: Any,
-    label: Any,
-    comment: Any,
-    source: Any,
-    author: Any,
+    *, name: Any, value: Any, label: Any, comment: Any, source: Any, author: Any
 ) -> dict[str, Any]:
     """An annotation's fields, checked (None: absent), as the statements bind them: a name and
     label are labels (``label_text``) of at most ``MAX_ANNOTATION_NAME`` characters, a comment text

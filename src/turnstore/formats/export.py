@@ -11,11 +11,11 @@ writes a session new to the store exactly as it was exported; Markdown is for re
 
   A run's first line also carries its ``"usage"`` (requests and tokens) and ``"run"``: the
   run's record (``exchange.run_record``: its columns, item times, tool calls, model calls,
-  spans, branch name). A session's first line also carries ``"session"``, its catalogue entry
-  (user, title, metadata, head, times); a session without runs is that one line, without
-  ``"run_id"`` or ``"item"``. ``runs_from_jsonl`` turns these lines back into ``NewRun``
-  objects for ``Store.add_runs``, which rebuilds the same tree (with new run ids) in another
-  session or store.
+  spans, branch name, annotations). A session's first line also carries ``"session"``, its
+  catalogue entry (user, title, metadata, head, times); a session without runs is that one
+  line, without ``"run_id"`` or ``"item"``. ``runs_from_jsonl`` turns these lines back into
+  ``NewRun`` objects for ``Store.add_runs``, which rebuilds the same tree (with new run ids)
+  in another session or store.
 - **json**: one object (``"version"`` ``VERSION``): the session's catalogue entry, its head,
   and its runs, each the run's record (as above) with ``children`` and ``items``.
 - **markdown**: for reading: each run's user message, tool calls (arguments, output, status,
@@ -48,9 +48,9 @@ __all__ = [
     "runs_from_jsonl",
 ]
 
-VERSION = 2
+VERSION = 3
 """The JSON document's ``version``: 2 adds the rows of each run that copy carries (1: items,
-tree, usage and catalogue only); an import reads both."""
+tree, usage and catalogue only), 3 each run's annotations; an import reads every one."""
 
 ExportFormat = Literal["jsonl", "json", "markdown"]
 FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown")

@@ -15,7 +15,10 @@ null), so a column the copy gains is exported and imported with it. Each run of 
   and a position in it; null: no such item);
 - ``model_responses`` and ``spans``: every column but ``session_id`` and ``run_id`` (their
   run is the one they sit in); a span's ``data`` is its JSON text as stored;
-- ``branch_name``: the name given to the branch this run forks (null: none).
+- ``branch_name``: the name given to the branch this run forks (null: none);
+- ``annotations``: every column of each annotation of the run but ``session_id`` and
+  ``run_id``; its tool call is ``tool_call_index``, its place among the run's tool calls
+  (null: the run itself); an export written before annotations holds none.
 
 A tool call's, model call's or span's ``id`` is the source's: it is read back for the rows'
 order in their table alone (as an item's time is); an export without them keeps its order.
@@ -37,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, get_args
 
+from ..core.annotation_sql import CopyAnnotationRow
 from ..core.codec import prepare_items
 from ..core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
 from ..core.tables import RunRow, SessionRow, as_datetime, stored_time
@@ -72,6 +76,7 @@ class RunRows:
     responses: list[ModelResponseRow] = field(default_factory=list)
     spans: list[SpanRow] = field(default_factory=list)
     branch_name: str | None = None
+    annotations: list[CopyAnnotationRow] = field(default_factory=list)
 
 
 def rows_by_run(chunk: Chunk) -> dict[int, RunRows]:
@@ -87,6 +92,8 @@ def rows_by_run(chunk: Chunk) -> dict[int, RunRows]:
         runs[span.run_id].spans.append(span)
     for name in chunk.branch_names:
         runs[name.run_id].branch_name = name.name
+    for note in chunk.annotations:
+        runs[note.run_id].annotations.append(note)
     return runs
 
 
@@ -99,6 +106,7 @@ def run_record(run: Run, rows: RunRows) -> dict[str, Any]:
     record["model_responses"] = [_row_record(row, "model call", _PLACE) for row in rows.responses]
     record["spans"] = [_row_record(span, "span", _PLACE) for span in rows.spans]
     record["branch_name"] = rows.branch_name
+    record["annotations"] = [_row_record(row, "annotation", _PLACE) for row in rows.annotations]
     return record
 
 
@@ -236,6 +244,7 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
     responses: list[ModelResponseRow] = []
     spans: list[SpanRow] = []
     names: list[BranchNameRow] = []
+    notes: list[CopyAnnotationRow] = []
     for place, run in enumerate(runs):
         what = f"run {validate.shown(run.key)}"
         record = run.record
@@ -284,6 +293,10 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
         name = record.get("branch_name")
         if name is not None:
             names.append(BranchNameRow(place, validate.branch_name(name)))
+        notes.extend(
+            _annotation(note, f"{what}'s annotation {n}", session_id, place)
+            for n, note in enumerate(_list(record, "annotations", what))
+        )
     chunk = Chunk(
         rows,
         _numbered(items, lambda item: item.created_at),
@@ -291,6 +304,7 @@ def exact_session(session_id: str, session: Any, runs: Sequence[ExportedRun]) ->
         _numbered(responses, _source_id),
         _numbered(spans, _source_id),
         names,
+        _numbered(notes, _source_id),
     )
     return ExactSession(catalogue, metadata, chunk, dropped)
 
@@ -306,11 +320,28 @@ def _placed(
     return _row(row_type, record, what, id=order, session_id=session_id, run_id=place, **given)
 
 
-def _source_id(row: CopyToolCallRow | ModelResponseRow | SpanRow) -> int:
+def _annotation(record: Any, what: str, session_id: str, place: int) -> CopyAnnotationRow:
+    """An annotation of the run at ``place``, checked as ``Store.annotate`` checks one."""
+    row = _placed(CopyAnnotationRow, record, what, session_id, place)
+    try:
+        validate.annotation_fields(
+            name=row.name,
+            value=row.value,
+            label=row.label,
+            comment=row.comment,
+            source=row.source,
+            author=row.author,
+        )
+    except InvalidOperationError as exc:
+        raise InvalidOperationError(f"{what}: {exc}") from None
+    return row
+
+
+def _source_id(row: CopyToolCallRow | ModelResponseRow | SpanRow | CopyAnnotationRow) -> int:
     return row.id
 
 
-N = TypeVar("N", CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow)
+N = TypeVar("N", CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow, CopyAnnotationRow)
 
 
 def _numbered(rows: list[N], order: Callable[[N], Any]) -> list[N]:

@@ -23,12 +23,14 @@ ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..core.annotation_sql import CopyAnnotationRow
 from ..core.tables import RunRow, SessionRow, as_datetime, stored_metadata
 from ..core.transfer import Chunk, IdMap, match_runs
 from ..domain import validate
@@ -190,6 +192,7 @@ class _Copier:
                 matched is not None
                 and len(stored_runs) == len(runs)
                 and self._same(session, stored, matched)
+                and await self._same_annotations(sid, matched)
             ):
                 self.summary.unchanged += 1
                 self.report(sum(run.item_count for run in runs), None)
@@ -225,6 +228,16 @@ class _Copier:
             and as_datetime(stored.updated_at) == as_datetime(session.updated_at)
         )
 
+    async def _same_annotations(self, sid: str, ids: IdMap) -> bool:
+        """Whether the target holds the source's annotations of the session (``ids`` maps
+        every run): what a copy writes of them, compared."""
+        source, target = [
+            await copying.session_annotations(store, sid) for store in (self.source, self.target)
+        ]
+        return [_annotation_key(row, ids.runs.get(row.run_id)) for row in source] == [
+            _annotation_key(row, row.run_id) for row in target
+        ]
+
     async def _write(
         self, session: SessionRow, runs: Sequence[RunRow], ids: IdMap, *, first: bool
     ) -> None:
@@ -238,7 +251,11 @@ class _Copier:
             start, stop = slices[index]
             # The runs as they are now (the listing may be older: the source is live).
             first_id, last_id = runs[start].id, runs[stop - 1].id
-            return index, await copying.read_range(self.source, sid, first_id, last_id)
+            chunk = await copying.read_range(self.source, sid, first_id, last_id)
+            if index == last:  # the last write carries the session's annotations
+                notes = await copying.session_annotations(self.source, sid)
+                chunk = dataclasses.replace(chunk, annotations=notes)
+            return index, chunk
 
         async def write(value: tuple[int, Chunk | None]) -> None:
             nonlocal ids
@@ -252,13 +269,31 @@ class _Copier:
                 self.time,
                 first=first and index <= 0,
                 last=index == last,
+                annotations=[] if chunk is None else chunk.annotations,
             )
             if chunk is not None:
                 self.summary.runs += len(chunk.runs)
                 self.summary.items += len(chunk.items)
                 self.report(len(chunk.items), None)
 
-        if not slices:  # no runs left: the session's row (and head) is all there is to write
-            await write((-1, None))
+        if not slices:  # no runs left: the session's row, head and annotations are all to write
+            notes = await copying.session_annotations(self.source, sid)
+            await write((-1, Chunk([], [], [], [], [], [], notes)))
         else:
             await overlapped(range(len(slices)), read, write)
+
+
+def _annotation_key(row: CopyAnnotationRow, run_id: int | None) -> tuple[Any, ...]:
+    """What a copy carries of an annotation, its run ``run_id`` in the target."""
+    return (
+        run_id,
+        row.tool_call_index,
+        row.name,
+        row.value,
+        row.label,
+        row.comment,
+        row.source,
+        row.author,
+        as_datetime(row.created_at),
+        None if row.updated_at is None else as_datetime(row.updated_at),
+    )

@@ -210,7 +210,7 @@ def _items(value: Any, key: Any) -> list[dict[str, Any]]:
 
 
 def _version(value: Any) -> int:
-    """A document's ``version``: 1 or 2 (``export.VERSION``), the versions this reads."""
+    """A document's ``version``: 1 to ``export.VERSION``, the versions this reads."""
     if type(value) is not int:
         raise ValueError(f'"version" must be a whole number, not {_kind(value)}')
     if not 1 <= value <= VERSION:

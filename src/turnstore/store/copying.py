@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core import transfer
+from ..core.annotation_sql import CopyAnnotationRow
 from ..core.ops import Op
 from ..core.tables import RunRow, SessionRow
 from ..core.transfer import Chunk, IdMap, Time, time_binder
@@ -23,6 +24,7 @@ __all__ = [
     "database_identity",
     "read_range",
     "same_database",
+    "session_annotations",
     "session_items",
     "session_rows",
     "time_of",
@@ -58,6 +60,11 @@ async def read_range(store: StoreBase, sid: str, first: int, last: int) -> Chunk
     )
 
 
+async def session_annotations(store: StoreBase, sid: str) -> list[CopyAnnotationRow]:
+    """Every annotation of the session, in id order, as a copy writes them."""
+    return await store.backend.run(lambda: transfer.session_annotations(sid), write=False)
+
+
 async def same_database(a: StoreBase, b: StoreBase) -> bool:
     """Whether two stores are on one database, however each was named: a SQLite file by a
     link or ``./``; a PostgreSQL server as localhost and 127.0.0.1, by a socket or a proxy."""
@@ -88,6 +95,7 @@ async def write_rows(
     *,
     first: bool,
     last: bool,
+    annotations: Sequence[CopyAnnotationRow] = (),
 ) -> IdMap:
     """``core.transfer.write_chunk`` in one transaction, under a write key: a commit whose
     reply was lost is not written twice when the backend runs it again."""
@@ -106,7 +114,9 @@ async def write_rows(
 
     return await store._write(
         session.session_id,
-        lambda: transfer.write_chunk(session, metadata, chunk, ids, time, first=first, last=last),
+        lambda: transfer.write_chunk(
+            session, metadata, chunk, ids, time, first=first, last=last, annotations=annotations
+        ),
         None,
         keep,
         replay,
@@ -135,13 +145,26 @@ async def write_session(
         chunk_items,
         cuts=transfer.order_cuts(rows.runs[done:], transfer.row_bounds(rows)),
     )
-    if not slices:  # no runs: the session's row is all there is
-        await write_rows(store, session, metadata, None, ids, time, first=not done, last=True)
+    notes = rows.annotations
+    if not slices:  # no runs: the session's row (and annotations) is all there is
+        await write_rows(
+            store, session, metadata, None, ids, time, first=not done, last=True, annotations=notes
+        )
         return
     for index, (start, stop) in enumerate(slices):
         part = _part(rows, done + start, done + stop)
         first, last = not done and not index, index == len(slices) - 1
-        ids = await write_rows(store, session, metadata, part, ids, time, first=first, last=last)
+        ids = await write_rows(
+            store,
+            session,
+            metadata,
+            part,
+            ids,
+            time,
+            first=first,
+            last=last,
+            annotations=notes if last else (),
+        )
         if on_items is not None:
             on_items(len(part.items))
 
