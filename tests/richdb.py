@@ -20,6 +20,7 @@ __all__ = ["HOSTILE", "assert_rich", "build_rich", "dump"]
 # Columns that hold a run's id, an item's id; the rest are compared as they are.
 _RUN_LINKS = {"parent_id", "prior_run_id", "compacted_by", "head_run_id", "run_id"}
 _ITEM_LINKS = {"call_item_id", "output_item_id"}
+_CALL_LINKS = {"tool_call_id"}
 # What a copy (and an export) does not carry (see turnstore.importers.copy), and derived columns.
 _NOT_COPIED = {"operations", "sdk_adopted"}
 _DERIVED = {"search_vector"}
@@ -31,6 +32,7 @@ _COPIED_TABLES = {
     "model_responses",
     "spans",
     "branch_names",
+    "annotations",
 }
 
 HOSTILE = [
@@ -142,6 +144,21 @@ async def build_rich(store: Store) -> None:
     )
     # A session with catalogue fields and no runs.
     await store.update_session("bare", user_id="ann", title="nothing yet")
+    await _annotations(store)
+
+
+async def _annotations(store: Store) -> None:
+    """Annotations: of a run off the active path, of a tool call, of a compacted run, two of
+    one name on one run, one corrected since."""
+    tree = [run for run, _ in await store.tree("tree")]
+    calls = await store.tool_calls(session_id="tree")
+    late = await store.annotate(tree[0].id, "thumbs", value=1, source="user", author="ann")
+    await store.annotate(calls[0].run_id, "correctness", value=0.25, tool_call_id=calls[0].id)
+    for reviewer in ("r1", "r2"):
+        await store.annotate(tree[-1].id, "label", label="hallucinated", author=reviewer)
+    compacted = [run for run, _ in await store.tree("compacted")]
+    await store.annotate(compacted[0].id, "note", comment="é 😀 " * 10)
+    await store.update_annotation(late.id, value=0, comment="changed my mind")
 
 
 async def _columns(store: Store, table: str) -> list[str]:
@@ -196,7 +213,7 @@ async def dump(store: Store) -> dict[str, list[dict[str, Any]]]:
         rows = await sql(store, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
         raw[table] = (columns, rows)
     ordinal: dict[str, dict[int, tuple[str, int]]] = {}
-    for table in ("runs", "items"):
+    for table in ("runs", "items", "tool_calls"):
         columns, rows = raw[table]
         seen: dict[str, int] = {}
         mapping = ordinal[table] = {}
@@ -217,6 +234,8 @@ async def dump(store: Store) -> dict[str, list[dict[str, Any]]]:
                     value = ordinal["runs"].get(value, ("dangling", value))
                 elif column in _ITEM_LINKS and value is not None:
                     value = ordinal["items"].get(value, ("dangling", value))
+                elif column in _CALL_LINKS and value is not None:
+                    value = ordinal["tool_calls"].get(value, ("dangling", value))
                 record[column] = _value(column, value)
             records.append(record)
         result[table] = records
@@ -238,4 +257,7 @@ def assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
     assert [span["error"] for span in tables["spans"]] == [None, "boom: it's <broken>"]
     assert len(tables["branch_names"]) == 2
     assert {s["user_id"] for s in tables["sessions"]} == {"ann", "bob", None}
+    notes = tables["annotations"]
+    assert len(notes) == 5 and any(note["tool_call_id"] is not None for note in notes)
+    assert any(note["updated_at"] is not None for note in notes)
     assert any(s["head_run_id"] is None for s in tables["sessions"])

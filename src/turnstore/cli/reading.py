@@ -14,9 +14,10 @@ from rich.tree import Tree
 
 from .. import Store
 from ..domain import jsonout
-from ..domain.model import FIRST_PAGE, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
+from ..domain.model import FIRST_PAGE, Annotation, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
 from ..domain.units import duration_text
 from ..errors import InvalidOperationError, SessionNotFoundError
+from .annotating import annotation_text
 from .app import command
 from .database import open_store, run_command
 from .options import (
@@ -85,6 +86,7 @@ def _add_run(
     parent: Tree,
     run: Run,
     calls: Sequence[ToolCall],
+    notes: Sequence[Annotation],
     *,
     active: bool,
     head: bool,
@@ -99,12 +101,15 @@ def _add_run(
         node.add(
             Text("assistant: ", style="bold magenta").append(clip(run.assistant_message, width))
         )
+    for note in notes:
+        node.add(annotation_text(note, width))
 
 
 def _render_tree(
     title: Text,
     runs: Sequence[Run],
     calls: dict[int, list[ToolCall]],
+    notes: dict[int, list[Annotation]],
     active_ids: set[int],
     head_id: int | None,
     width: int | None,
@@ -126,6 +131,7 @@ def _render_tree(
                 node,
                 run,
                 calls.get(run.id, []),
+                notes.get(run.id, []),
                 active=run.id in active_ids,
                 head=run.id == head_id,
                 width=width,
@@ -145,8 +151,11 @@ def _render_tree(
 
 async def _session_runs(
     store: Store, session_id: str
-) -> tuple[SessionInfo, list[Run], dict[int, list[ToolCall]], set[int]]:
-    """The session's catalogue entry, every run, each run's tool calls, the active path."""
+) -> tuple[
+    SessionInfo, list[Run], dict[int, list[ToolCall]], dict[int, list[Annotation]], set[int]
+]:
+    """The session's catalogue entry, every run, each run's tool calls and annotations, the
+    active path."""
     info = await store.session(session_id)
     if info is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
@@ -154,8 +163,11 @@ async def _session_runs(
     calls: dict[int, list[ToolCall]] = {}
     for call in await store.tool_calls(session_id=session_id, limit=None):
         calls.setdefault(call.run_id, []).append(call)
+    notes: dict[int, list[Annotation]] = {}
+    for note in await store.annotations(session_id=session_id, limit=None):
+        notes.setdefault(note.run_id, []).append(note)
     active = {run.id for run in await store.runs(session_id)}
-    return info, runs, calls, active
+    return info, runs, calls, notes, active
 
 
 def _tree_window(runs: list[Run], path: list[Run], chosen: Window) -> list[Run]:
@@ -198,7 +210,7 @@ def show(
 
     async def go() -> None:
         async with open_store(resolve_target(ctx, db, schema)) as store:
-            info, runs, calls, active = await _session_runs(store, session)
+            info, runs, calls, notes, active = await _session_runs(store, session)
             path = await store.runs(session)
         chosen = window(
             path,
@@ -211,7 +223,7 @@ def show(
         footer = chosen.footer("the active path")
         every, runs = runs, _tree_window(runs, path, chosen)
         if not as_json:
-            info, runs, calls = printable((info, runs, calls))
+            info, runs, calls, notes = printable((info, runs, calls, notes))
         if as_json:
             print_json(
                 {
@@ -221,6 +233,7 @@ def show(
                             **jsonout.fields(run),
                             "active": run.id in active,
                             "tool_calls": calls.get(run.id, []),
+                            "annotations": notes.get(run.id, []),
                         }
                         for run in runs
                     ],
@@ -240,7 +253,7 @@ def show(
         )
         width = None if full else 300
         console = make_console()
-        console.print(_render_tree(title, runs, calls, active, info.head_run_id, width))
+        console.print(_render_tree(title, runs, calls, notes, active, info.head_run_id, width))
         if footer:
             console.print(footer, style="dim", soft_wrap=True)
 
@@ -257,6 +270,15 @@ def runs(
             "--all", help="Every run of every branch, not only the active path.", metavar=""
         ),
     ] = False,
+    annotated: Annotated[
+        str | None,
+        typer.Option(
+            help="Only runs with an annotation NAME (NAME=VALUE: of that value or label), "
+            "e.g. thumbs=0.",
+            metavar="NAME[=VALUE]",
+            show_default=False,
+        ),
+    ] = None,
     last: LastOption = None,
     start_at: FromOption = None,
     limit: PageLimitOption = None,
@@ -276,6 +298,9 @@ def runs(
                 listed = [run for run, _ in await store.tree(session)]
             else:
                 listed = await store.runs(session)
+            if annotated is not None:
+                chosen_ids = await _annotated_runs(store, session, annotated)
+                listed = [run for run in listed if run.id in chosen_ids]
         what = "the session" if all_branches else "the active path"
         chosen = window(
             listed,
@@ -318,6 +343,23 @@ def runs(
             console.print(footer, style="dim", soft_wrap=True)
 
     run_command(go())
+
+
+async def _annotated_runs(store: Store, session_id: str, annotated: str) -> set[int]:
+    """The runs of the session with an annotation ``NAME``, or ``NAME=VALUE``: whose value
+    is the number VALUE or whose label is VALUE."""
+    name, sep, wanted = annotated.partition("=")
+    notes = await store.annotations(session_id=session_id, name=name, limit=None)
+    return {note.run_id for note in notes if not sep or _matches(note, wanted)}
+
+
+def _matches(note: Annotation, wanted: str) -> bool:
+    try:
+        if note.value is not None and note.value == float(wanted):
+            return True
+    except ValueError:
+        pass
+    return note.label == wanted
 
 
 def failed_text(summary: SessionSummary) -> str:
