@@ -134,6 +134,11 @@ async def snapshot(store: Store) -> dict[str, Any]:
             "SELECT id, run_id, call_id, tool_name, output, status, call_item_id,"
             " output_item_id, completed_at FROM tool_calls ORDER BY id",
         ),
+        "annotations": await sql(
+            store,
+            "SELECT id, session_id, run_id, tool_call_id, name, value, label, comment, source,"
+            " author, created_at, updated_at FROM annotations ORDER BY id",
+        ),
     }
 
 

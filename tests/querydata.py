@@ -105,4 +105,10 @@ async def build(store: Store) -> dict[str, Any]:
     await Runner.run(Agent("solo", model=bob_model), "Tell me about refund policy", session=bob)
     runs1 = await alice.runs()
     runs2 = await bob.runs()
+    # Feedback (docs/queries.md, "Feedback and scores"): alice liked the first answer and not
+    # the second, which a reviewer labelled; bob's thumbs-down.
+    await store.annotate(runs1[0].id, "thumbs", value=1, source="user")
+    await alice.annotate("thumbs", value=0, comment="not my question")
+    await store.annotate(runs1[1].id, "label", label="wrong-policy", author="rev")
+    await bob.annotate("thumbs", value=0)
     return {"alice": alice, "bob": bob, "runs1": runs1, "runs2": runs2}

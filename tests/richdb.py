@@ -258,6 +258,7 @@ def assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
     assert len(tables["branch_names"]) == 2
     assert {s["user_id"] for s in tables["sessions"]} == {"ann", "bob", None}
     notes = tables["annotations"]
-    assert len(notes) == 5 and any(note["tool_call_id"] is not None for note in notes)
+    assert len(notes) == 5
+    assert any(note["tool_call_id"] is not None for note in notes)
     assert any(note["updated_at"] is not None for note in notes)
     assert any(s["head_run_id"] is None for s in tables["sessions"])

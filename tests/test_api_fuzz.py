@@ -90,6 +90,22 @@ def _session(store: Store) -> StructuredSession:
     return StructuredSession("s", store)
 
 
+def _annotate(field: str) -> Call:
+    return lambda s, r, v: s.annotate(r, "thumbs", **{field: v})
+
+
+def _update_annotation(field: str) -> Call:
+    async def update(store: Store, run: int, value: Any) -> Any:
+        (seeded,) = await store.annotations(session_id="s", name="seed", limit=1)
+        return await store.update_annotation(seeded.id, **{field: value})
+
+    return update
+
+
+def _annotations(field: str) -> Call:
+    return lambda s, r, v: s.annotations(**{field: v})
+
+
 def _sdk_usage(value: Any) -> Any:
     return SimpleNamespace(usage=SimpleNamespace(requests=value, input_tokens=value))
 
@@ -209,6 +225,38 @@ STORE_CALLS: dict[str, Call] = {
     "search(types)": lambda s, r, v: s.search("q1", types=v),
     "search(limit)": lambda s, r, v: s.search("q1", limit=v),
     "search(order)": lambda s, r, v: s.search("q1", order=v),
+    **{
+        f"annotate({name})": _annotate(name)
+        for name in ("value", "label", "comment", "source", "author", "tool_call_id")
+    },
+    "annotate(run_id)": lambda s, r, v: s.annotate(v, "thumbs", value=1),
+    "annotate(name)": lambda s, r, v: s.annotate(r, v, value=1),
+    "annotate(session_id)": lambda s, r, v: s.annotate(r, "thumbs", session_id=v),
+    **{
+        f"update_annotation({name})": _update_annotation(name)
+        for name in ("name", "value", "label", "comment", "source", "author")
+    },
+    "update_annotation(annotation_id)": lambda s, r, v: s.update_annotation(v, value=1),
+    "delete_annotation(annotation_id)": lambda s, r, v: s.delete_annotation(v),
+    **{
+        f"annotations({name})": _annotations(name)
+        for name in (
+            "session_id",
+            "run_id",
+            "name",
+            "source",
+            "label",
+            "min_value",
+            "max_value",
+            "since",
+            "until",
+            "limit",
+        )
+    },
+    "annotation_stats(group_by)": lambda s, r, v: s.annotation_stats(v),
+    "annotation_stats(session_id)": lambda s, r, v: s.annotation_stats("branch", session_id=v),
+    "session.annotate(name)": lambda s, r, v: _session(s).annotate(v, value=0),
+    "session.annotate(run_id)": lambda s, r, v: _session(s).annotate("thumbs", run_id=v),
     "export(session_id)": lambda s, r, v: s.export(v),
     "export(format)": lambda s, r, v: s.export("s", v),
     "export(all_branches)": lambda s, r, v: s.export("s", all_branches=v),
@@ -280,6 +328,8 @@ async def _seed(store: Store) -> int:
         await store.clear_session("s")
         await converse(StructuredSession("s", store), "q1", "q2")
         runs = await store.runs("s")
+    if not await store.annotations(session_id="s", name="seed", limit=1):
+        await store.annotate(runs[0].id, "seed", value=1)  # what update_annotation corrects
     return runs[0].id
 
 

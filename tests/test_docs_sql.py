@@ -135,6 +135,8 @@ def _search_hits(open_mark: str, close_mark: str) -> list[tuple[Any, ...]]:
 # Example number -> its rows (for 'user_123', alice's conversation 's1'); None: the rows per
 # UTC day, which ``expected_rows`` reads from Store.usage. Runs 1, 2 and 4 are alice's (4 the
 # edit of 2), run 3 is bob's.
+# Bob's run has no agent (no hooks): its thumbs-down counts under none.
+THUMBS_BY_AGENT = [("(none)", 1, 1, 100), ("triage", 1, 1, 100), ("billing", 1, 0, 0)]
 EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     0: [
         (1, WEATHER, SUNNY, "get_weather, lookup_order, transfer_to_billing", 3, 1, 75),
@@ -178,9 +180,18 @@ EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     # openai-agents keeps the default error handler's exception out of traces since 0.23.
     22: [(1, WEATHER, "function", "lookup_order", "Error running tool (non-fatal)")],
     23: [("s1", 1, "get_weather", MS), ("s1", 1, "lookup_order", MS)],
+    24: [
+        (1, "thumbs", MS, None, "billing", WEATHER),  # 1: thumbs up (a positive float: MS)
+        (2, "thumbs", 0, None, "triage", POLICY),
+        (2, "label", None, "wrong-policy", "triage", POLICY),
+    ],
+    25: THUMBS_BY_AGENT,
+    26: THUMBS_BY_AGENT,
+    27: [("s1", 1), ("s2", 1)],
 }
-# Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted.
-UNORDERED = {8, 15, 16, 23}
+# Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted
+# (25, 26: the engines' collations may order "(none)" differently).
+UNORDERED = {8, 15, 16, 23, 25, 26}
 
 
 def comparable(value: Any) -> Any:
