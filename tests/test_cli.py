@@ -1029,10 +1029,10 @@ def test_an_export_on_one_line_or_after_a_byte_order_mark_imports(tmp_path: Path
     [
         (
             99,
-            '"version" 99 is not one this turnstore reads (1 to 2): a newer turnstore wrote '
+            '"version" 99 is not one this turnstore reads (1 to 3): a newer turnstore wrote '
             "it, so import it with that one",
         ),
-        (0, '"version" 0 is not one this turnstore reads (1 to 2)'),
+        (0, '"version" 0 is not one this turnstore reads (1 to 3)'),
         (True, '"version" must be a whole number, not true'),
         ("2", '"version" must be a whole number, not a string'),
         (1.5, '"version" must be a whole number, not the number 1.5'),
