@@ -21,8 +21,8 @@ from turnstore import (
     RunNotFoundError,
     Store,
     StructuredSession,
-    validate,
 )
+from turnstore.core.annotation_checks import MAX_ANNOTATION_NAME, MAX_COMMENT
 
 
 async def test_an_annotation_is_stored_and_read_back_per_run_session_and_name(
@@ -161,10 +161,10 @@ _WRONG: list[dict[str, Any]] = [
     {"value": True},
     {"value": "1"},
     {"value": 10**400},
-    {"comment": "x" * (validate.MAX_COMMENT + 1)},
+    {"comment": "x" * (MAX_COMMENT + 1)},
     {"comment": "nul \x00"},
     {"comment": "lone \ud800"},
-    {"label": "x" * (validate.MAX_ANNOTATION_NAME + 1)},
+    {"label": "x" * (MAX_ANNOTATION_NAME + 1)},
     {"label": "a\nb"},
     {"label": " padded"},
     {"source": "boss"},

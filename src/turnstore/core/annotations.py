@@ -68,7 +68,8 @@ def annotate(
     now: Any,
 ) -> Op[Annotation]:
     """Annotate the run ``run_id`` of the session (None: its head run) with ``fields``
-    (checked: ``validate.annotation_fields``); with ``tool_call_id``, one tool call of it."""
+    (checked: ``annotation_checks.annotation_fields``); with ``tool_call_id``, one tool call
+    of it."""
     # Locked against a delete of the run (a branch, the session) between the check and the
     # insert; an unknown session is left uncreated.
     head = yield from lock_session(session_id, now, create=False)

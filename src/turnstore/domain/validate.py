@@ -31,18 +31,14 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, InvalidOperationError, NotFoundError
-from .model import ANNOTATION_SOURCES, ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
+from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
 
 __all__ = [
-    "MAX_ANNOTATION_NAME",
     "MAX_BRANCH_NAME",
-    "MAX_COMMENT",
     "MAX_DEPTH",
     "MAX_INT",
     "MAX_KEY_BYTES",
     "MAX_REQUESTS",
-    "annotation_fields",
-    "annotation_value",
     "branch_name",
     "check_json",
     "choice",
@@ -50,6 +46,7 @@ __all__ = [
     "count",
     "duration",
     "filter_id",
+    "finite",
     "flag",
     "instance",
     "json_object",
@@ -90,12 +87,6 @@ backend, so that a database can move from SQLite to PostgreSQL.
 
 MAX_BRANCH_NAME = 200
 """The longest branch name, in characters: a label to read and type, and a key of an index."""
-
-MAX_ANNOTATION_NAME = 200
-"""The longest annotation name or label, in characters: a label to read, type and group by."""
-
-MAX_COMMENT = 65_536
-"""The longest annotation comment, in characters: a reviewer's note, not a document."""
 
 MAX_DEPTH = 200
 """How deep an item or metadata value may nest lists and objects.
@@ -326,7 +317,7 @@ def iso_time(value: Any, name: str) -> datetime:
     return when
 
 
-def _finite(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     """``value`` as a float if it is a finite int or float (not a bool), else None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
@@ -339,44 +330,12 @@ def _finite(value: Any) -> float | None:
 
 def duration(value: Any, name: str) -> float:
     """``value``, a finite number of milliseconds from 0 (a latency, a tool's run), as a float."""
-    ms = _finite(value)
+    ms = finite(value)
     if ms is None or ms < 0:
         raise InvalidOperationError(
             f"{name} must be a finite number of milliseconds from 0, got {shown(value)}"
         )
     return ms
-
-
-def annotation_value(value: Any, name: str = "an annotation's value") -> float | None:
-    """An annotation's ``value``: a finite number (an int or float, not a bool), or None."""
-    number = _finite(value)
-    if number is None and value is not None:
-        raise InvalidOperationError(
-            f"{name} must be a finite number (an int or float), got {shown(value)}"
-        )
-    return number
-
-
-def annotation_fields(
-    *, name: Any, value: Any, label: Any, comment: Any, source: Any, author: Any
-) -> dict[str, Any]:
-    """An annotation's fields, checked (None: absent), as the statements bind them: a name and
-    label are labels (``label_text``) of at most ``MAX_ANNOTATION_NAME`` characters, a comment text
-    of at most ``MAX_COMMENT``, a source one of ``ANNOTATION_SOURCES``, an author a key."""
-    if comment is not None and len(text(comment, "comment")) > MAX_COMMENT:
-        raise InvalidOperationError(
-            f"an annotation's comment must be at most {MAX_COMMENT} characters, got {len(comment)}"
-        )
-    return {
-        "name": label_text(name, "an annotation's name", MAX_ANNOTATION_NAME),
-        "value": annotation_value(value),
-        "label": None
-        if label is None
-        else label_text(label, "an annotation's label", MAX_ANNOTATION_NAME),
-        "comment": comment,
-        "source": choice(source, "source", ANNOTATION_SOURCES),
-        "author": optional_key(author, "author"),
-    }
 
 
 def optional_usage(value: Any, name: str = "usage") -> Usage | None:

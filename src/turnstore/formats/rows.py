@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar, get_args
 
+from ..core import annotation_checks
 from ..core.annotation_sql import CopyAnnotationRow
 from ..core.codec import prepare_items
 from ..core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
@@ -324,7 +325,7 @@ def _annotation(record: Any, what: str, session_id: str, place: int) -> CopyAnno
     """An annotation of the run at ``place``, checked as ``Store.annotate`` checks one."""
     row = _placed(CopyAnnotationRow, record, what, session_id, place)
     try:
-        validate.annotation_fields(
+        annotation_checks.annotation_fields(
             name=row.name,
             value=row.value,
             label=row.label,

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import validate
+from ..core import annotation_checks
 from ..core import annotations as ops
 from ..core.annotations import AnnotationGroup
 from ..errors import InvalidOperationError, RunNotFoundError
@@ -37,7 +38,7 @@ class AnnotationsMixin(StoreBase):
 
         ``name`` says what is judged (``"thumbs"``, ``"correctness"``); ``value`` is a finite
         number (thumbs: 1 up, 0 down), ``label`` a short text, ``comment`` a note of at most
-        ``validate.MAX_COMMENT`` characters; ``source`` is ``"user"``, ``"human"`` (a
+        ``annotation_checks.MAX_COMMENT`` characters; ``source`` is ``"user"``, ``"human"`` (a
         reviewer), ``"model"`` (a judge) or ``"code"`` (a check). Each call adds one: several
         of one name on a run are kept (correct one with ``update_annotation``). With
         ``session_id`` the run must be of that session, and ``run_id=None`` names the
@@ -46,7 +47,7 @@ class AnnotationsMixin(StoreBase):
         """
         sid = validate.optional_key(session_id, "session_id")
         run = None if run_id is None else run_id_arg(run_id)
-        fields = validate.annotation_fields(
+        fields = annotation_checks.annotation_fields(
             name=name, value=value, label=label, comment=comment, source=source, author=author
         )
         call = None if tool_call_id is None else validate.lookup_id(tool_call_id, "tool call")
@@ -93,7 +94,7 @@ class AnnotationsMixin(StoreBase):
         }
         # Checked as annotate checks them: each given field in place of a valid stand-in.
         stand_in = {"name": "x", "source": "human"}
-        checked = validate.annotation_fields(
+        checked = annotation_checks.annotation_fields(
             **{key: given[key] if given[key] is not None else stand_in.get(key) for key in given}
         )
         changes = {key: checked[key] for key, value in given.items() if value is not None}
@@ -187,8 +188,8 @@ class AnnotationsMixin(StoreBase):
             name=validate.optional_text(name, "name"),
             source=None if source is None else validate.text(source, "source"),
             label=validate.optional_text(label, "label"),
-            min_value=validate.annotation_value(min_value, "min_value"),
-            max_value=validate.annotation_value(max_value, "max_value"),
+            min_value=annotation_checks.annotation_value(min_value, "min_value"),
+            max_value=annotation_checks.annotation_value(max_value, "max_value"),
             since=self._bind_time(validate.optional_time(since, "since")),
             until=self._bind_time(validate.optional_time(until, "until")),
             now=self.backend.now(),
