@@ -49,8 +49,8 @@ async def bench_store(store: Store, label: str, sizes: list[int], repeats: int) 
     for runs in sizes:
         sid = f"long-{runs}"
         chain = await build_chain(store, sid, runs)
-        if store.backend.dialect == "sqlite":
-            settle(store.backend.label)
+        if store.dialect == "sqlite":
+            settle(store.label)
         session = StructuredSession(sid, store)
         head = chain.last_run
         actions: dict[str, Callable[[], Awaitable[Any]]] = {
