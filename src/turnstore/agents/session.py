@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.ops import finish_write
 from ..domain import validate
-from ..domain.model import Annotation, AnnotationSource, Branch, Run, SessionInfo, SessionPatch, Usage
+from ..domain.model import (
+    Annotation,
+    AnnotationSource,
+    Branch,
+    Run,
+    SessionInfo,
+    SessionPatch,
+    Usage,
+)
 from ..errors import ClosedError, ConfigurationError, InvalidOperationError
 from ..importers import adopt
 from ..store import Store, session_patch, shared

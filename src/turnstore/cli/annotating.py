@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..model import Annotation, AnnotationStats
+from ..domain.model import Annotation, AnnotationStats
 from .app import command
 from .database import open_store, run_command
 from .options import (

@@ -14,7 +14,15 @@ from rich.tree import Tree
 
 from .. import Store
 from ..domain import jsonout
-from ..domain.model import FIRST_PAGE, Annotation, Run, SessionInfo, SessionPage, SessionSummary, ToolCall
+from ..domain.model import (
+    FIRST_PAGE,
+    Annotation,
+    Run,
+    SessionInfo,
+    SessionPage,
+    SessionSummary,
+    ToolCall,
+)
 from ..domain.units import duration_text
 from ..errors import InvalidOperationError, SessionNotFoundError
 from .annotating import annotation_text

@@ -1,4 +1,4 @@
-"""The checks of an annotation's fields: ``turnstore.validate``'s rules (text, labels, keys,
+"""The checks of an annotation's fields: ``turnstore.domain.validate``'s rules (text, labels, keys,
 finite numbers, choices) applied to each, with the limits of annotations, declared once for
 ``Store.annotate``, ``Store.update_annotation``, their filters and an import's rows."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import validate
+from ..domain import validate
+from ..domain.model import ANNOTATION_SOURCES
 from ..errors import InvalidOperationError
-from ..model import ANNOTATION_SOURCES
 
 __all__ = ["MAX_ANNOTATION_NAME", "MAX_COMMENT", "annotation_fields", "annotation_value"]
 

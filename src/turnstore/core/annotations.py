@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from ..domain.model import Annotation, AnnotationStats
 from ..errors import NotFoundError, RunNotFoundError
-from ..model import Annotation, AnnotationStats
 from . import annotation_sql as A
 from . import statements as S
 from .annotation_sql import AnnotationRow, AnnotationStatsRow
@@ -21,7 +21,7 @@ from .branches import branch_tree
 from .lock import lock_session
 from .ops import All, Op
 from .reads import find_run
-from .rows import as_datetime
+from .tables import as_datetime
 
 __all__ = [
     "STATS_GROUPS",

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import validate
 from ..core import annotation_checks
 from ..core import annotations as ops
 from ..core.annotations import AnnotationGroup
+from ..domain import validate
+from ..domain.model import Annotation, AnnotationSource, AnnotationStats
 from ..errors import InvalidOperationError, RunNotFoundError
-from ..model import Annotation, AnnotationSource, AnnotationStats
 from .base import NO_LIMIT, StoreBase, limit_arg, run_id_arg
 
 __all__ = ["AnnotationsMixin"]
