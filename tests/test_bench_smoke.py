@@ -205,6 +205,19 @@ async def test_the_delete_benchmark_runs_at_a_small_size(tmp_path: Path) -> None
     }
 
 
+async def test_the_diff_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_diff
+
+    out = tmp_path / "diff.json"
+    args = ["--runs", "30", "--repeats", "1", "--no-postgres", "--dir", str(tmp_path)]
+    assert await bench_diff.main([*args, "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert {(row["case"], row["contender"]) for row in figures["results"]} == {
+        ("SQLite: two branches of 30 runs", "diff"),
+        ("SQLite: two branches of 30 runs", "read both"),
+    }
+
+
 @pytest.mark.e2e
 def test_the_tracing_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     import asyncio

@@ -11,6 +11,7 @@ from .core.once import new_operation_id
 from .core.ops import Backend
 from .core.queries import SessionOrder, UsageGroup
 from .core.search import SearchOrder
+from .domain.diff import BranchDiff, RunDiff, ToolCallDiff
 from .domain.model import (
     FIRST_PAGE,
     Annotation,
@@ -84,6 +85,7 @@ __all__ = [
     "AnnotationStats",
     "Backend",
     "Branch",
+    "BranchDiff",
     "BranchOrigin",
     "ClosedError",
     "ConfigurationError",
@@ -107,6 +109,7 @@ __all__ = [
     "ReadOnlyError",
     "ResponseRecord",
     "Run",
+    "RunDiff",
     "RunNotFoundError",
     "SchemaError",
     "SearchOrder",
@@ -122,6 +125,7 @@ __all__ = [
     "StructuredSession",
     "Telemetry",
     "ToolCall",
+    "ToolCallDiff",
     "ToolStats",
     "ToolTiming",
     "TraceSpan",

@@ -14,7 +14,8 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
 - ``spans``: the SDK's trace spans of each run (``spans``, ``slowest_spans``,
   ``error_spans``; ``_record_spans`` for ``turnstore.tracing``);
 - ``annotations``: judgements of runs (``annotate``, ``update_annotation``,
-  ``delete_annotation``, ``annotations``, ``annotation_stats``).
+  ``delete_annotation``, ``annotations``, ``annotation_stats``);
+- ``diff``: two courses of a conversation compared (``diff``), on the tree and catalogue.
 
 ``base`` holds what they share (the backend, exactly-once writes, argument checks) and
 ``opening`` turns a path or URL into a backend. ``shared`` is the process's registry of the
@@ -32,18 +33,16 @@ from typing import Any
 from ..domain.targets import DatabaseInfo
 from .analytics import AnalyticsMixin
 from .annotations import AnnotationsMixin
-from .catalogue import CatalogueMixin, session_patch
+from .catalogue import session_patch
 from .conversation import ConversationMixin
+from .diff import DiffMixin
 from .opening import inspect_target, open_backend
 from .spans import SpansMixin
-from .tree import TreeMixin
 
 __all__ = ["Store", "migrate", "session_patch"]
 
 
-class Store(
-    ConversationMixin, TreeMixin, CatalogueMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin
-):
+class Store(ConversationMixin, DiffMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin):
     """One database of conversations: open it once, share it between sessions and queries.
 
     ``Store.open(":memory:")``, ``Store.open("conversations.db")`` or
