@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -491,9 +492,25 @@ def test_show_demo(demo_db: str) -> None:
 
 def test_show_marks_branches(demo_db: str) -> None:
     text = cli("show", "branched", "--db", str(demo_db)).stdout
-    assert "⑂ 2 branches" in text
+    assert re.search(r"⑂ fork after run \d+: 2 branches", text)
     assert "branch 1/2" in text
     assert "branch 2/2  active" in text
+    first = cli_json("branches", "branched", "--db", str(demo_db))[0]
+    cli(
+        "branches",
+        "branched",
+        "--name",
+        "tokyo",
+        "--run",
+        str(first["leaf_run_id"]),
+        "--db",
+        str(demo_db),
+    )
+    named = cli("show", "branched", "--db", str(demo_db)).stdout
+    assert "branch 1/2  tokyo" in named  # the branch a name goes through says so
+    cli(
+        "branches", "branched", "--unname", "--run", str(first["leaf_run_id"]), "--db", str(demo_db)
+    )
     assert text.index("And in Tokyo?") < text.index("And in Osaka?")
     assert "Osaka: no data." in text
     data = cli_json("show", "branched", "--db", str(demo_db))
@@ -856,7 +873,7 @@ def test_show_of_an_imported_advanced_session(
     db = cli_target
     cli("import", str(source), "--db", str(db))
     text = cli("show", "adv", "--db", str(db)).stdout
-    assert text.count("⑂ 2 branches") == 2
+    assert len(re.findall(r"⑂ fork after run \d+: 2 branches", text)) == 2
     assert "What about Osaka?" in text
     assert "Weather in Rome?" in text
 

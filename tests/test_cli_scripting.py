@@ -112,6 +112,9 @@ def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
         ["search", "Paris"],
         ["usage", "--by", "session"],
         ["query", "SELECT id, user_message, total_tokens FROM runs ORDER BY id"],
+        ["runs", "demo"],
+        ["runs", "demo", "--all"],
+        ["branches", "demo"],
     ],
 )
 def test_every_data_output_holds_what_json_holds(demo_db: str, args: list[str]) -> None:
@@ -124,6 +127,34 @@ def test_every_data_output_holds_what_json_holds(demo_db: str, args: list[str]) 
     expected = [_flat(record) for record in as_json]
     assert _csv_rows(cli(*args, "--db", demo_db, "--csv").stdout) == expected
     assert _csv_rows(cli(*args, "--db", demo_db, "--tsv").stdout, "\t") == expected
+
+
+def test_sessions_print_a_row_a_session_and_the_next_cursor_apart(demo_db: str) -> None:
+    as_json = json.loads(cli("sessions", "--db", demo_db, "--json").stdout)
+    rows = as_json["sessions"]
+    assert rows
+    ndjson = cli("sessions", "--db", demo_db, "--ndjson")
+    assert [json.loads(line) for line in ndjson.stdout.splitlines()] == rows
+    csv_rows = _csv_rows(cli("sessions", "--db", demo_db, "--csv").stdout)
+    assert [row["session_id"] for row in csv_rows] == [row["session_id"] for row in rows]
+    assert [row["runs"] for row in csv_rows] == [str(row["runs"]) for row in rows]
+    paged = cli("sessions", "--limit", "1", "--db", demo_db, "--tsv")
+    assert len(paged.stdout.splitlines()) == 2  # the header and one session
+    if as_json["next_cursor"] is not None or len(rows) > 1:
+        assert "More: --after " in paged.stderr
+
+
+def test_since_and_until_take_a_duration_back_from_now(demo_db: str) -> None:
+    everything = json.loads(cli("tools", "--calls", "--db", demo_db, "--json").stdout)
+    assert json.loads(
+        cli("tools", "--calls", "--since", "7d", "--db", demo_db, "--json").stdout
+    ) == (everything)
+    assert (
+        json.loads(cli("tools", "--calls", "--until", "1d", "--db", demo_db, "--json").stdout) == []
+    )
+    for value in ("7x", "0d", "-1d", "٩d"):
+        result = cli("tools", "--since", value, "--db", demo_db, code=1)
+        assert "--since takes" in result.stderr
 
 
 def test_one_output_at_a_time(demo_db: str) -> None:
@@ -732,3 +763,25 @@ def test_a_pipe_closed_by_its_reader_ends_the_command_quietly(
     _, err = child.communicate(timeout=60)
     assert child.returncode == 1
     assert err == ""
+
+
+def test_a_narrow_table_keeps_every_id_whole(
+    cli_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 80 columns the text columns give up their width; ids and numbers are never cut."""
+    long_id = "session-" + "0123456789" * 5 + "-end"
+
+    async def write() -> None:
+        async with Store.open(cli_target) as store:
+            await store.add_items(long_id, [user("a question " * 20)])
+
+    asyncio.run(write())
+    monkeypatch.setenv("COLUMNS", "80")
+    for args in (["sessions"], ["search", "question"], ["runs", long_id]):
+        text = cli(*args, "--db", cli_target).stdout
+        assert all(len(line) <= 80 for line in text.splitlines()), args
+        if args[0] != "runs":
+            assert long_id in text, args
+    runs = cli("runs", long_id, "--db", cli_target, "--json")
+    [run_id] = [run["id"] for run in json.loads(runs.stdout)]
+    assert f" {run_id} " in cli("runs", long_id, "--db", cli_target).stdout

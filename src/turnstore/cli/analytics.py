@@ -128,7 +128,7 @@ def tools(
             None,
             [
                 ("id", "right"),
-                ("session", "left"),
+                ("session", "id"),
                 ("run", "right"),
                 ("tool", "left"),
                 ("arguments", "left"),
@@ -259,7 +259,7 @@ def search(
         say("No matches.")
         return
     table = make_table(
-        None, [("session", "left"), ("run", "right"), ("item", "left"), ("match", "left")]
+        None, [("session", "id"), ("run", "right"), ("item", "left"), ("match", "left")]
     )
     for result in results:
         hit = printable(result)

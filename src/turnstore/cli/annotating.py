@@ -206,7 +206,7 @@ def _table(rows: list[Annotation]) -> Any:
         None,
         [
             ("id", "right"),
-            ("session", "left"),
+            ("session", "id"),
             ("run", "right"),
             ("name", "left"),
             ("value", "right"),

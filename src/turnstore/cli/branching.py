@@ -12,8 +12,27 @@ from ..domain.model import Branch
 from ..errors import InvalidOperationError, SessionNotFoundError
 from .app import command
 from .database import open_store, run_command
-from .options import DbOption, JsonOption, SchemaOption, SessionArg, resolve_target
-from .output import fail, make_console, make_table, one_line, print_json, printable
+from .options import (
+    CsvOption,
+    DbOption,
+    JsonOption,
+    NdjsonOption,
+    SchemaOption,
+    SessionArg,
+    TsvOption,
+    output_format,
+    resolve_target,
+)
+from .output import (
+    Format,
+    fail,
+    make_console,
+    make_table,
+    one_line,
+    print_json,
+    print_records,
+    printable,
+)
 
 __all__ = ["branches"]
 
@@ -56,10 +75,14 @@ def branches(
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """List a session's branches, oldest first: name, the run each starts at (its stable
     handle) and forks from, edit or regenerate, its newest run and last user message; name,
     unname or switch to one."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
     actions = sum((name is not None, unname, switch is not None))
     if actions > 1:
         raise fail("--name, --unname and --switch are separate changes: give one", 2)
@@ -85,8 +108,11 @@ def branches(
             return await store.branches(session)
 
     found = run_command(go())
-    if as_json:
+    if fmt is Format.json:
         print_json(found)
+        return
+    if fmt is not Format.table:
+        print_records(fmt, found)
         return
     found = printable(found)
     table = make_table(

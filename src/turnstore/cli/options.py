@@ -12,7 +12,8 @@ None``; ``--since`` and ``--until`` are read by ``parse_time``.
 from __future__ import annotations
 
 import os
-from datetime import datetime
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -110,15 +111,38 @@ def output_format(*, as_json: bool, ndjson: bool, csv: bool, tsv: bool) -> Forma
     return chosen[0] if chosen else Format.table
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+# The longest duration whose cutoff a datetime can hold (it reaches back from now).
+_LONGEST = timedelta(days=365 * 1000)
+
+
+def parse_duration(text: str, option: str) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``2w``, ``45s`` as a timedelta (more than zero, at most a
+    thousand years)."""
+    match = _DURATION.fullmatch(text.strip())
+    seconds = 0 if match is None else int(match.group(1)) * _UNITS[match.group(2)]
+    if not 0 < seconds <= _LONGEST.total_seconds():
+        raise InvalidOperationError(
+            f"{option} takes a duration of more than zero and at most 1000 years, such as "
+            f"90d, 12h, 30m or 2w (s, m, h, d, w), not {text!r}"
+        )
+    return timedelta(seconds=seconds)
+
+
 def parse_time(value: str | None, option: str) -> datetime | None:
-    """The value of ``--since``/``--until`` (an ISO 8601 date or time)."""
+    """The value of ``--since``/``--until``: an ISO 8601 date or time, or a duration back
+    from now (``7d``, ``12h``: as ``prune --idle-for`` takes it)."""
     if value is None:
         return None
+    if _DURATION.fullmatch(value.strip()):
+        return datetime.now(timezone.utc) - parse_duration(value, option)
     try:
         return datetime.fromisoformat(value)
     except ValueError:
         raise InvalidOperationError(
-            f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00), not {value!r}"
+            f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00) or a "
+            f"duration back from now (7d, 12h, 30m), not {value!r}"
         ) from None
 
 

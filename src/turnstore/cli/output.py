@@ -24,7 +24,8 @@ from enum import Enum
 from typing import Any, TypeVar, cast
 
 import typer
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -184,11 +185,32 @@ def timestamp(value: datetime | None) -> str:
     return value.astimezone().strftime("%Y-%m-%d %H:%M:%S") if value is not None else ""
 
 
+class _WholeIdsTable(Table):
+    """A table whose no-wrap columns (ids, numbers) are as wide as their widest cell: when
+    the terminal is narrow, the text columns give up their width, never an id."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for column in self.columns:
+            if column.no_wrap:
+                # The cells only: a header may wrap, a value may not.
+                column.min_width = max((cell_len(str(cell)) for cell in column.cells), default=1)
+        yield from super().__rich_console__(console, options)
+
+
 def make_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
-    """A table whose columns are (name, "left" | "right")."""
-    result = Table(title=escape(title) if title else None, title_justify="left")
+    """A table whose columns are (name, "left" | "right" | "id").
+
+    An ``id`` column (a session id, the column a user copies into the next command) and a
+    ``right`` one (numbers, run ids) never wrap nor lose a character: on a narrow terminal
+    the text columns give up their width instead."""
+    result = _WholeIdsTable(title=escape(title) if title else None, title_justify="left")
     for name, justify in columns:
-        result.add_column(name, justify="right" if justify == "right" else "left")
+        whole = justify in ("right", "id")
+        result.add_column(
+            name,
+            justify="right" if justify == "right" else "left",
+            no_wrap=whole,
+        )
     return result
 
 

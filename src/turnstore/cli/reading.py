@@ -17,6 +17,7 @@ from ..domain import jsonout
 from ..domain.model import (
     FIRST_PAGE,
     Annotation,
+    Branch,
     Run,
     SessionInfo,
     SessionPage,
@@ -29,20 +30,26 @@ from .annotating import annotation_text
 from .app import command
 from .database import open_store, run_command
 from .options import (
+    CsvOption,
     DbOption,
     JsonOption,
+    NdjsonOption,
     SchemaOption,
     SessionArg,
+    TsvOption,
     limit_option,
+    output_format,
     resolve_target,
     user_option,
 )
 from .output import (
+    Format,
     clip,
     make_console,
     make_table,
     one_line,
     print_json,
+    print_records,
     printable,
     safe_text,
     status_style,
@@ -121,8 +128,10 @@ def _render_tree(
     active_ids: set[int],
     head_id: int | None,
     width: int | None,
+    names: dict[int, list[str]],
 ) -> Tree:
-    """The session as a tree that only nests at forks: a single child continues the line."""
+    """The session as a tree that only nests at forks: a single child continues the line.
+    Each branch of a fork shows the names of the named branches that go through it."""
     shown = {run.id for run in runs}
     children: dict[int | None, list[Run]] = {}
     for run in runs:  # a window's first run hangs at the top, as a root does
@@ -146,10 +155,14 @@ def _render_tree(
             )
             siblings = children.get(run.id, [])
         if siblings:
-            fork = node.add(Text(f"⑂ {len(siblings)} branches", style="bold yellow"))
+            after = siblings[0].parent_id
+            where = "" if after is None else f" after run {after}"
+            fork = node.add(Text(f"⑂ fork{where}: {len(siblings)} branches", style="bold yellow"))
             branches = []
             for index, run in enumerate(siblings, 1):
                 label = Text(f"branch {index}/{len(siblings)}", style="yellow")
+                if run.id in names:
+                    label.append(f"  {', '.join(names[run.id])}", style="bold")
                 if run.id in active_ids:
                     label.append("  active", style="bold green")
                 branches.append((fork.add(label), [run]))
@@ -176,6 +189,18 @@ async def _session_runs(
         notes.setdefault(note.run_id, []).append(note)
     active = {run.id for run in await store.runs(session_id)}
     return info, runs, calls, notes, active
+
+
+def _branch_names(runs: Sequence[Run], named: Sequence[Branch]) -> dict[int, list[str]]:
+    """Each run's named branches: those whose path from the root goes through it."""
+    parent = {run.id: run.parent_id for run in runs}
+    through: dict[int, list[str]] = {}
+    for branch in named:
+        run_id: int | None = branch.leaf_run_id
+        while run_id is not None:
+            through.setdefault(run_id, []).append(safe_text(branch.name or ""))
+            run_id = parent.get(run_id)
+    return through
 
 
 def _tree_window(runs: list[Run], path: list[Run], chosen: Window) -> list[Run]:
@@ -220,6 +245,7 @@ def show(
         async with open_store(resolve_target(ctx, db, schema)) as store:
             info, runs, calls, notes, active = await _session_runs(store, session)
             path = await store.runs(session)
+            named = [b for b in await store.branches(session) if b.name is not None]
         chosen = window(
             path,
             last=last,
@@ -230,6 +256,7 @@ def show(
         )
         footer = chosen.footer("the active path")
         every, runs = runs, _tree_window(runs, path, chosen)
+        names = _branch_names(every, named)
         if not as_json:
             info, runs, calls, notes = printable((info, runs, calls, notes))
         if as_json:
@@ -261,7 +288,9 @@ def show(
         )
         width = None if full else 300
         console = make_console()
-        console.print(_render_tree(title, runs, calls, notes, active, info.head_run_id, width))
+        console.print(
+            _render_tree(title, runs, calls, notes, active, info.head_run_id, width, names)
+        )
         if footer:
             console.print(footer, style="dim", soft_wrap=True)
 
@@ -293,10 +322,14 @@ def runs(
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """List a session's runs (the active path, oldest first): user message, answer, tokens.
     A long session a window at a time (--last, --from, --limit); on a terminal the newest 50
     by default."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> None:
         async with open_store(resolve_target(ctx, db, schema)) as store:
@@ -315,12 +348,15 @@ def runs(
             last=last,
             start_at=start_at,
             limit=limit,
-            default_page=on_terminal() and not as_json,
+            default_page=on_terminal() and fmt is Format.table,
             what=what,
         )
         listed = chosen.runs
-        if as_json:
+        if fmt is Format.json:
             print_json(listed)
+            return
+        if fmt is not Format.table:
+            print_records(fmt, listed)
             return
         listed = printable(listed)
         table = make_table(
@@ -429,8 +465,12 @@ def sessions(
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    ndjson: NdjsonOption = False,
+    csv: CsvOption = False,
+    tsv: TsvOption = False,
 ) -> None:
     """List sessions, newest first, a page at a time."""
+    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> tuple[SessionPage, dict[str, SessionSummary]]:
         async with open_store(resolve_target(ctx, db, schema)) as store:
@@ -446,23 +486,24 @@ def sessions(
             return page, await store.session_summaries(ids)
 
     page, summaries = run_command(go())
-    if as_json:
-        print_json(
-            {
-                "sessions": [
-                    {**jsonout.fields(info), **jsonout.fields(summaries[info.session_id])}
-                    for info in page
-                ],
-                "next_cursor": page.next_cursor,
-            }
-        )
+    records = [
+        {**jsonout.fields(info), **jsonout.fields(summaries[info.session_id])} for info in page
+    ]
+    if fmt is Format.json:
+        print_json({"sessions": records, "next_cursor": page.next_cursor})
+        return
+    if fmt is not Format.table:
+        # A row a session; the next page's cursor on stderr, where it does not mix with rows.
+        print_records(fmt, records)
+        if page.next_cursor is not None:
+            typer.echo(f"More: --after {page.next_cursor}", err=True)
         return
     # Paired before printable escapes the ids the summaries are keyed by.
     rows = printable([(info, summaries[info.session_id]) for info in page.sessions])
     table = make_table(
         None,
         [
-            ("session", "left"),
+            ("session", "id"),
             ("title", "left"),
             ("user", "left"),
             ("runs", "right"),

@@ -5,16 +5,15 @@ it), then each deleted if still idle; ``--dry-run`` lists them and deletes nothi
 
 from __future__ import annotations
 
-import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
 from ..domain.model import SessionInfo
-from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
+from ..errors import ConflictError, SessionNotFoundError
 from .app import command
 from .database import command_errors, open_store, run_command
 from .options import (
@@ -25,6 +24,7 @@ from .options import (
     SchemaOption,
     TsvOption,
     output_format,
+    parse_duration,
     resolve_target,
 )
 from .output import (
@@ -41,26 +41,7 @@ from .output import (
     timestamp,
 )
 
-__all__ = ["parse_duration", "prune"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
-# The longest duration whose cutoff a datetime can hold (it reaches back from now).
-_LONGEST = timedelta(days=365 * 1000)
-
-
-def parse_duration(text: str) -> timedelta:
-    """``90d``, ``12h``, ``30m``, ``2w``, ``45s`` as a timedelta (more than zero, at most a
-    thousand years)."""
-    match = _DURATION.fullmatch(text.strip())
-    seconds = 0 if match is None else int(match.group(1)) * _UNITS[match.group(2)]
-    if not 0 < seconds <= _LONGEST.total_seconds():
-        raise InvalidOperationError(
-            f"--idle-for takes a duration of more than zero and at most 1000 years, such as "
-            f"90d, 12h, 30m or 2w (s, m, h, d, w), not {text!r}"
-        )
-    return timedelta(seconds=seconds)
-
+__all__ = ["prune"]
 
 # What the question before a delete shows: this many ids, then how many more. And how many
 # sessions one summary read counts the runs of (Store.session_summaries takes a page).
@@ -112,7 +93,7 @@ def prune(
     session written meanwhile is kept."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
     with command_errors():
-        cutoff = datetime.now(timezone.utc) - parse_duration(idle_for)
+        cutoff = datetime.now(timezone.utc) - parse_duration(idle_for, "--idle-for")
     ask = not (yes or dry_run)
     if ask and not sys.stdin.isatty():
         raise fail(
@@ -132,7 +113,7 @@ def prune(
     verb = "Would delete" if dry_run else "Deleted"
     if pruned:
         table = make_table(
-            None, [("session", "left"), ("user", "left"), ("title", "left"), ("updated", "left")]
+            None, [("session", "id"), ("user", "left"), ("title", "left"), ("updated", "left")]
         )
         for info in printable(pruned):
             table.add_row(
