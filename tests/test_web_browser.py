@@ -475,3 +475,44 @@ def test_every_form_on_a_session_of_100000_runs(page: Any, long_writable: tuple[
     assert _conversation(page)[-1] == "question edited"
     assert page.get_by_role("button", name="Make the branch long active").count() == 1
     assert watch.errors == [], watch.errors
+
+
+def test_compare_a_branch_with_the_active_one(page: Any, writable: tuple[str, Forked]) -> None:
+    """Each way to the compare page (the branch list, the notice of another branch, the
+    version switcher) shows the old course against the active one, the changed words marked."""
+    base, forked = writable
+    watch = Watch(page)
+
+    def check_compare_page() -> None:
+        page.locator("table.compare").first.wait_for()
+        summary = " ".join(page.locator(".compare-summary").inner_text().split())
+        assert "2 runs in common" in summary
+        assert "2 runs after the fork" in summary
+        assert page.locator("table.compare").count() == 2
+        # "Question 2?" became "Question 2, edited?": only the new words are marked.
+        assert page.locator("#pair-0 .field-user del").count() == 0
+        assert "edited" in page.locator("#pair-0 .field-user ins").inner_text()
+        assert "Question 3?" in page.locator("#pair-1 .field-user del").inner_text()
+        assert "no run on this side" in page.locator("#pair-1 caption").inner_text()
+
+    page.goto(_session(base, forked.session_id))
+    name = f"Compare the branch of run {forked.first_leaf} with the active branch"
+    page.get_by_role("link", name=name).click()
+    check_compare_page()
+    # From the other branch's page: its notice, then its version switcher.
+    page.goto(_session(base, forked.session_id))
+    page.locator(".branches").get_by_role("link", name="Question 3?").click()
+    page.locator(".notice").wait_for()
+    page.get_by_role("link", name="Compare with the active branch").click()
+    check_compare_page()
+    page.go_back()
+    page.locator(".notice").wait_for()
+    page.get_by_role("link", name="Compare this version with the active branch").click()
+    check_compare_page()
+    screenshot(page, "web-compare.png", *_docs("compare-page.png"))
+    # A run that names no branch of the session is a page that says so.
+    response = page.goto(f"{base}/compare/{quote(forked.session_id, safe='')}?a=999999999")
+    assert response is not None
+    assert response.status == 404
+    assert watch.dialogs == []
+    assert [e for e in watch.errors if "status of 404" not in e] == [], watch.errors

@@ -29,6 +29,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import Store
+from ..domain.diff import CALL_FIELDS, word_changes
 from ..domain.model import PathView
 from ..domain.units import duration_text
 from ..errors import (
@@ -118,6 +119,11 @@ class Urls:
     def checkout(self, session_id: str) -> str:
         """Where the form that makes a branch active posts to (not in read-only mode)."""
         return f"{self.root}/checkout/{quote(session_id, safe='')}"
+
+    def compare(self, session_id: str, a: int, b: int | None = None) -> str:
+        """Two courses of a session compared: the branch through run ``a`` against the one
+        through ``b`` (None: the active branch)."""
+        return _with_query(f"{self.root}/compare/{quote(session_id, safe='')}", {"a": a, "b": b})
 
     def run(self, run_id: int) -> str:
         """A run's permanent link (redirects into its conversation)."""
@@ -222,6 +228,8 @@ def build_app(
         status_class=fmt.status_class,
         call_class=fmt.call_class,
         to_json=fmt.to_json,
+        word_changes=word_changes,
+        call_fields=CALL_FIELDS,
     )
     # A token that only pages of this server carry: another site cannot forge a write.
     csrf_token = secrets.token_urlsafe(32)
@@ -266,6 +274,7 @@ def build_app(
                 "_window.html",
                 view=view,
                 info=info,
+                on_active_path=_on_active_path(view, info.head_run_id),
                 show_earlier=start is None,
                 show_later=stop is None,
             )
@@ -303,6 +312,20 @@ def build_app(
         return render(
             request, "timeline.html", nav="sessions", run=run, rows=rows, width=timeline.WIDTH
         )
+
+    async def compare_page(request: Request, params: Params) -> Response:
+        """The branch through run ``a`` against the one through ``b`` (else the active one)."""
+        session_id = params.path_text("session_id")
+        store = _store(request)
+        a, b = params.integer("a"), params.integer("b")
+        if a is None:
+            raise HTTPException(400, "compare needs a run: ?a=RUN")
+        diff = await store.diff(
+            await _branch_leaf(store, session_id, a),
+            None if b is None else await _branch_leaf(store, session_id, b),
+            session_id=session_id,
+        )
+        return render(request, "compare.html", nav="sessions", session_id=session_id, diff=diff)
 
     async def call_page(request: Request, params: Params) -> Response:
         store = _store(request)
@@ -385,6 +408,7 @@ def build_app(
             query=("run", "start", "stop", "partial"),
             name="session",
         ),
+        Page("/compare/{session_id:path}", compare_page, query=("a", "b"), name="compare"),
         Page("/runs/{run_id}", run_link, name="run"),
         Page("/runs/{run_id}/items", run_items_page, name="run_items"),
         Page("/runs/{run_id}/timeline", timeline_page, name="run_timeline"),
@@ -429,6 +453,15 @@ def build_app(
     if isinstance(store, Store):
         app.state.store = store
     return app
+
+
+async def _branch_leaf(store: Store, session_id: str, run_id: int) -> int:
+    """The newest run of the branch through ``run_id`` (the branch a link names by any run
+    of it, as the session page does)."""
+    view = await store.path_view(session_id, through=run_id, limit=1)
+    if view.leaf_run_id is None:
+        raise NotFoundError(f"no run {run_id} in session {session_id!r}")
+    return view.leaf_run_id
 
 
 def _on_active_path(view: PathView, head_run_id: int | None) -> bool:
