@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from builders import assistant, call, output, user
+from builders import assistant, call, output, span_record, user
 from support import cli, sql
 from turnstore import ResponseRecord, Store, Telemetry, ToolTiming, Usage, copy
 from turnstore.web import create_app
@@ -215,3 +215,32 @@ def test_viewer_lists_and_shows_sessions_with_bad_rows(cli_target: str) -> None:
         assert meta.status_code == 200
         assert "not a JSON object, as stored" in meta.text
         assert viewer.get("/sessions/timed").status_code == 200
+
+
+async def test_a_span_row_written_by_hand_is_read_around_not_fatal(store: Store) -> None:
+    """Spans whose data is nested past the parser's depth, or whose times and duration are no
+    time and no number (SQL by hand, or a SpanRecord stored unchecked), list with those
+    fields unknown: spans(), slowest_spans() and error_spans() keep working."""
+    await store.add_items("s", [user("q"), assistant("a")])
+    [run] = await store.runs("s")
+    deep = "[" * 5000 + "]" * 5000
+    await store._record_spans(
+        "s",
+        [
+            span_record(store, run.id, 0),
+            span_record(store, run.id, 1, data=deep, error="boom"),
+            span_record(store, run.id, 2, duration_ms=float("nan")),
+        ],
+    )
+    if store.backend.dialect == "sqlite":  # its columns take text: a time that is no time
+        await sql(store, "UPDATE spans SET started_at = 'yesterday' WHERE span_id = 'span_2'")
+    spans = {span.span_id: span for span in await store.spans(session_id="s")}
+    assert set(spans) == {"span_0", "span_1", "span_2"}
+    assert spans["span_0"].data == {"n": 0}
+    assert spans["span_1"].data == {}
+    assert spans["span_2"].duration_ms is None
+    if store.backend.dialect == "sqlite":
+        assert spans["span_2"].started_at is None
+    slowest = await store.slowest_spans(session_id="s")
+    assert {span.span_id for span in slowest} <= {"span_0", "span_1", "span_2"}
+    assert [span.span_id for span in await store.error_spans(session_id="s")] == ["span_1"]

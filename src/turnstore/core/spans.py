@@ -16,10 +16,11 @@ from typing import Any
 
 from ..domain.items import clean_text
 from ..domain.model import TraceSpan
+from ..domain.units import kept_ms
 from . import results as R
 from . import statements as S
 from .ops import Op
-from .tables import as_datetime
+from .tables import stored_time
 
 __all__ = [
     "SpanRecord",
@@ -128,9 +129,11 @@ def _plain(value: Any, within: tuple[int, ...]) -> Any:
 
 
 def _decode_data(text: str) -> dict[str, Any]:
+    """A stored span's data; what is not JSON a listing can read (text written by hand,
+    nesting past the parser's depth) is read as empty and logged, never failing it."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         logger.warning("a stored span's data is not JSON; read as empty")
         return {}
     return value if isinstance(value, dict) else {"value": value}
@@ -179,9 +182,9 @@ def _span(row: R.SpanRow) -> TraceSpan:
         parent_span_id=row.parent_span_id,
         kind=row.kind,
         name=row.name,
-        started_at=as_datetime(row.started_at) if row.started_at is not None else None,
-        ended_at=as_datetime(row.ended_at) if row.ended_at is not None else None,
-        duration_ms=row.duration_ms,
+        started_at=stored_time(row.started_at, f"span {row.id}'s started_at"),
+        ended_at=stored_time(row.ended_at, f"span {row.id}'s ended_at"),
+        duration_ms=kept_ms(row.duration_ms),
         error=row.error,
         data=_decode_data(row.data),
     )
