@@ -133,6 +133,37 @@ def test_the_waterfall_nests_children_under_parents_in_time_order() -> None:
     assert waterfall([]) == []
 
 
+def test_the_time_axis_ticks_round_steps_from_zero() -> None:
+    from turnstore.web.timeline import WIDTH, axis
+
+    ticks = axis([_span(1, None, 0, 100), _span(2, 1, 10, 5)])
+    assert [tick.label for tick in ticks] == [f"{n} ms" for n in range(0, 101, 20)]
+    assert [round(tick.x) for tick in ticks] == [round(n / 100 * WIDTH) for n in range(0, 101, 20)]
+    assert [t.label for t in axis([_span(1, None, 0, 90_000)])][:3] == ["0 ms", "20 s", "40 s"]
+    assert len(axis([_span(1, None, 0, 12_345_678)])) <= 9
+    assert [t.label for t in axis([_span(1, None, 0, 0)])] == ["0 ms"]
+    assert axis([_span(1, None, None, None)]) == []
+
+
+def test_a_span_opens_to_its_data_the_telling_fields_first() -> None:
+    from dataclasses import replace
+
+    from turnstore.web.timeline import details
+
+    span = replace(
+        _span(1, None, 0, 5),
+        error="boom",
+        data={"zeta": 1, "output": "out", "model": "gpt", "empty": "", "to_agent": "Billing"},
+    )
+    assert details(span) == [
+        ("model", "gpt"),
+        ("output", "out"),
+        ("to_agent", "Billing"),
+        ("error", "boom"),
+        ("zeta", 1),
+    ]
+
+
 async def test_the_timeline_page(store: Store) -> None:
     from starlette.testclient import TestClient
 

@@ -57,6 +57,18 @@ def test_the_timeline_shows_the_failed_span(page: Any, traced: tuple[str, list[i
     assert page.locator("tr.span").first.get_attribute("data-kind") in ("task", "agent")
     bars = page.locator("tr.span svg.bar rect")
     assert bars.count() == page.locator("tr.span").count()
+    # Runs are named alike on every page; the axis has ticks from 0 on.
+    assert page.locator("h1").inner_text().startswith(f"Timeline of run {first}")
+    ticks = page.locator("svg.axis text").all_text_contents()
+    assert len(ticks) >= 2
+    assert ticks[0] in ("0 ms", "0 s")
+    # A span opens to its data: the failed tool's input and error, the handoff's target.
+    failed.locator("details.span-data summary").click()
+    shown = failed.locator("details.span-data").inner_text()
+    assert "input" in shown
+    assert "disk on fire" in shown  # the error as the SDK recorded it
+    handoff.locator("details.span-data summary").click()
+    assert "Billing" in handoff.locator("details.span-data").inner_text()
     screenshot(page, "web-timeline.png")
 
     page.goto(base + f"/runs/{tripped}/timeline")

@@ -310,7 +310,14 @@ def build_app(
         spans = await store.spans(session_id=run.session_id, run_id=run.id)
         rows = timeline.waterfall(spans)
         return render(
-            request, "timeline.html", nav="sessions", run=run, rows=rows, width=timeline.WIDTH
+            request,
+            "timeline.html",
+            nav="sessions",
+            run=run,
+            rows=rows,
+            ticks=timeline.axis(spans),
+            details=timeline.details,
+            width=timeline.WIDTH,
         )
 
     async def compare_page(request: Request, params: Params) -> Response:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..domain.model import TraceSpan
 
-__all__ = ["WIDTH", "Row", "waterfall"]
+__all__ = ["WIDTH", "Row", "Tick", "axis", "details", "waterfall"]
 
 WIDTH = 1000
 """The width of the timeline in SVG units: every bar is placed in 0..WIDTH."""
@@ -76,3 +76,53 @@ def waterfall(spans: Sequence[TraceSpan]) -> list[Row]:
     # Spans caught in a cycle of parents are shown last, at the top level.
     rows.extend(Row(span, 0, *bar(span)) for span in spans if span.id not in seen)
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A mark of the time axis: where (0..WIDTH) and the time since the first start."""
+
+    x: float
+    label: str
+
+
+_STEPS_MS = [m * 10**e for e in range(-1, 8) for m in (1, 2, 5)]
+
+
+def _label(ms: float) -> str:
+    if ms >= 60_000:
+        return f"{ms / 60_000:g} min"
+    if ms >= 1_000:
+        return f"{ms / 1_000:g} s"
+    return f"{ms:g} ms"
+
+
+def axis(spans: Sequence[TraceSpan], most: int = 8) -> list[Tick]:
+    """The ticks of the waterfall's time axis: 0 and every round step (1, 2 or 5 times a
+    power of ten, in ms) up to the span of the run, at most ``most`` of them."""
+    starts = [span.started_at for span in spans if span.started_at is not None]
+    if not starts:
+        return []
+    first = min(starts)
+    ends = [span.ended_at or span.started_at for span in spans if span.started_at is not None]
+    total_ms = (max(e for e in ends if e is not None) - first).total_seconds() * 1000
+    if total_ms <= 0:
+        return [Tick(0.0, _label(0))]
+    step = next((s for s in _STEPS_MS if total_ms / s <= most), _STEPS_MS[-1])
+    count = int(total_ms // step)
+    return [Tick(n * step / total_ms * WIDTH, _label(round(n * step, 6))) for n in range(count + 1)]
+
+
+# What a span's data shows first, when it has them; then the rest, by name.
+_FIRST = ("model", "usage", "input", "output", "from_agent", "to_agent", "error")
+
+
+def details(span: TraceSpan) -> list[tuple[str, object]]:
+    """The span's data as (field, value) to show: its model, usage, tool input and output,
+    handoff target and error first, then every other field; empty values left out."""
+    data = dict(span.data)
+    if span.error is not None:
+        data.setdefault("error", span.error)
+    shown = [(name, data.pop(name)) for name in _FIRST if name in data]
+    shown += sorted(data.items())
+    return [(name, value) for name, value in shown if value not in (None, "", [], {})]
