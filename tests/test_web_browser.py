@@ -516,3 +516,26 @@ def test_compare_a_branch_with_the_active_one(page: Any, writable: tuple[str, Fo
     assert response.status == 404
     assert watch.dialogs == []
     assert [e for e in watch.errors if "status of 404" not in e] == [], watch.errors
+
+
+def test_the_session_page_sums_up_the_whole_session(
+    page: Any, writable: tuple[str, Forked]
+) -> None:
+    """Beside the branch shown, the session's totals: runs on every branch, branches and the
+    active one's name, tokens, failures, how long it has been going."""
+    base, forked = writable
+    page.goto(_session(base, forked.session_id))
+    facts = dict(
+        zip(
+            page.locator(".side .facts-list dt").all_inner_texts(),
+            page.locator(".side .facts-list dd").all_inner_texts(),
+            strict=True,
+        )
+    )
+    assert facts["runs"] == f"3 on this branch, {FORKED_TURNS + 1} in all"
+    assert facts["branches"] == "2"
+    assert facts["failed"] == "0 runs, 0 tool calls"
+    assert "from the first write to the last" in facts["duration"]
+    _name(page, "edited")
+    facts_after = page.locator(".side .facts-list").inner_text()
+    assert "the active one edited" in " ".join(facts_after.split())

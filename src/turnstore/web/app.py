@@ -279,6 +279,7 @@ def build_app(
                 show_later=stop is None,
             )
         branches = await store.branches(session_id)
+        summary = (await store.session_summaries([session_id]))[session_id]
         return render(
             request,
             "session.html",
@@ -286,6 +287,8 @@ def build_app(
             info=info,
             view=view,
             branches=branches,
+            summary=summary,
+            active_name=next((b.name for b in branches if b.active), None),
             current_name=next(
                 (b.name for b in branches if b.leaf_run_id == view.leaf_run_id), None
             ),
