@@ -796,3 +796,23 @@ def test_usage_chart_layout() -> None:
     assert max(bar.x + bar.width for bar in chart.bars) <= chart.left + chart.plot_width
     # Years apart: not thousands of empty days.
     assert len(fill_days([(date(2020, 1, 1), 1, 1), (date(2026, 1, 1), 1, 1)])) == 2
+
+
+@pytest.mark.parametrize(
+    ("item_type", "role", "shown"),
+    [
+        ("message", "user", "user message"),
+        ("message", "assistant", "assistant message"),
+        ("function_call", None, "tool call"),
+        ("function_call_output", None, "tool output"),
+        ("mcp_call", None, "MCP call"),
+        ("image_generation_call", None, "image generation call"),
+        ("message", None, "message"),
+    ],
+)
+def test_where_a_search_match_lies_reads_as_words(
+    item_type: str, role: str | None, shown: str
+) -> None:
+    from turnstore.web.format import item_kind
+
+    assert item_kind(item_type, role) == shown

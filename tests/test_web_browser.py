@@ -146,12 +146,18 @@ def test_search_snippets_make_no_element(page: Any, new_target: Callable[[], str
     snippets = run_in_new_loop(build_and_search)
     assert len(snippets[MARKUP_WORD]) == 2 * len(MARKUP)
     watch = Watch(page)
+    wheres: set[str] = set()
     with live_viewer(db) as base:
         for query, expected in snippets.items():
             page.goto(f"{base}/sessions?q={query}")
             shown = page.locator("td.snippet").all_inner_texts()
             assert [" ".join(text.split()) for text in shown] == expected, query
             assert page.locator(MADE_BY_MARKUP).count() == 0, query
+            # Where each match lies, in words, each on one line (not split mid-word).
+            wheres.update(" ".join(w.split()) for w in page.locator("td.where").all_inner_texts())
+            assert all("\n" not in w.strip() for w in page.locator("td.where").all_inner_texts())
+        assert wheres
+        assert wheres <= {"user message", "assistant message", "tool call", "tool output"}
         for n in range(len(MARKUP)):
             page.goto(f"{base}/sessions/markup-{n}")
             assert MARKUP[n] in page.locator(".runs").inner_text()

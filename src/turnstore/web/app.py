@@ -228,6 +228,7 @@ def build_app(
         status_class=fmt.status_class,
         call_class=fmt.call_class,
         to_json=fmt.to_json,
+        item_kind=fmt.item_kind,
         word_changes=word_changes,
         call_fields=CALL_FIELDS,
     )

@@ -23,6 +23,7 @@ __all__ = [
     "bar_chart",
     "call_class",
     "fill_days",
+    "item_kind",
     "number",
     "pretty",
     "run_duration_ms",
@@ -70,6 +71,32 @@ def to_json(value: Any) -> str:
 def number(value: float | None) -> str:
     """An integer with thousands separators; empty for None."""
     return "" if value is None else f"{value:,.0f}"
+
+
+# An item's type as people say it (the search page's "where"); others show their own name
+# with its underscores as spaces.
+_ITEM_KINDS = {
+    "function_call": "tool call",
+    "function_call_output": "tool output",
+    "custom_tool_call": "tool call",
+    "custom_tool_call_output": "tool output",
+    "computer_call": "computer call",
+    "computer_call_output": "computer output",
+    "file_search_call": "file search",
+    "web_search_call": "web search",
+    "mcp_call": "MCP call",
+    "mcp_list_tools": "MCP tools",
+    "reasoning": "reasoning",
+    "compaction": "compaction",
+}
+
+
+def item_kind(item_type: str, role: str | None) -> str:
+    """Where a search match lies, readable: ``user message``, ``assistant message``, ``tool
+    output``, … (never an identifier split mid-word)."""
+    if item_type == "message" and role:
+        return f"{role} message"
+    return _ITEM_KINDS.get(item_type, item_type.replace("_", " "))
 
 
 def run_duration_ms(created_at: datetime, updated_at: datetime) -> float | None:
