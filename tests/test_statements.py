@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from types import ModuleType
+from typing import NamedTuple
 
 import pytest
 
 from support import require_module
 from turnstore import sqlite
-from turnstore.core import annotation_sql
+from turnstore.core import annotation_sql, tables
 from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
@@ -122,7 +123,13 @@ def test_row_types_that_extend_another_keep_its_columns_first() -> None:
     # Records are built from the leading fields (``run_from_row`` reads a window's row as a
     # run's; a copied tool call begins as a tool call), and usage from the token columns.
     assert S.PathWindowRow._fields[: len(S.RunRow._fields)] == S.RunRow._fields
-    assert R.CopyToolCallRow._fields[: len(S.ToolCallRow._fields)] == S.ToolCallRow._fields
+    assert tables.CopyToolCallRow._fields[: len(S.ToolCallRow._fields)] == S.ToolCallRow._fields
+
+    class Short(NamedTuple):
+        id: int
+
+    with pytest.raises(TypeError, match="must be ToolCallRow's columns then"):
+        tables._check_extends(Short, tables.ToolCallRow, ())
     for row in (S.RunRow, R.ModelResponseRow, R.UsageSumRow):
         assert set(TOKEN_COLUMNS) <= set(row._fields), row
 

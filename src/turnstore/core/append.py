@@ -25,7 +25,7 @@ from .ops import Op
 from .plan import Plan, plan_append
 from .reads import find_run
 from .search_index import INDEX_BATCH, feed_index, index_backlog
-from .tables import RunRow, usage_params
+from .tables import TOOL_CALL_FROM_ITEM, RunRow, tool_call_item_values, usage_params
 from .telemetry import record_telemetry
 
 __all__ = ["GraftRun", "append", "apply_append", "graft", "insert_item", "parent_head"]
@@ -109,12 +109,9 @@ def _apply_append_run(
         info = call.info
         yield S.INSERT_TOOL_CALL(
             {
+                **dict(zip(TOOL_CALL_FROM_ITEM, tool_call_item_values(info), strict=True)),
                 "sid": sid,
                 "run_id": call.run.id,
-                "call_id": info.call_id,
-                "tool_name": info.name,
-                "kind": info.tool_kind,
-                "arguments": info.arguments,
                 "output": call.output,
                 "status": call.status,
                 "error": call.error,

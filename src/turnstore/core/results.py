@@ -180,30 +180,6 @@ class CopyItemRow(NamedTuple):
     created_at: Any
 
 
-class CopyToolCallRow(NamedTuple):
-    """A tool call as a copy reads it (``ToolCallRow`` + 4): the items it names by their place
-    (run, position), which a copy finds again under their new ids."""
-
-    id: int
-    session_id: str
-    run_id: int
-    call_id: str | None
-    tool_name: str | None
-    kind: str | None
-    arguments: str | None
-    output: str | None
-    status: str | None
-    error: str | None
-    created_at: Any
-    completed_at: Any | None
-    duration_ms: float | None
-    started_at: Any | None
-    call_item_run: int | None
-    call_item_position: int | None
-    output_item_run: int | None
-    output_item_position: int | None
-
-
 class SessionItemsRow(NamedTuple):
     session_id: str
     items: int

@@ -18,7 +18,6 @@ from .results import (
     BranchNameRow,
     ClaimRow,
     CopyItemRow,
-    CopyToolCallRow,
     HeadRow,
     ItemPlaceRow,
     ItemRow,
@@ -43,6 +42,8 @@ from .tables import (
     SESSION_COLUMNS,
     TOKEN_COLUMNS,
     TOOL_CALL_COLUMNS,
+    TOOL_CALL_FROM_ITEM,
+    CopyToolCallRow,
     PathWindowRow,
     RunRow,
     SessionRow,
@@ -188,14 +189,14 @@ INSERT_ITEM = Insert(
 # INSERT_ITEM's text without the id back: PostgreSQL queues it with the next statement
 # instead of a round trip (copy, and appends of items no tool-call row names).
 STORE_ITEM = Execute("store_item", INSERT_ITEM.sql)
+_FROM_ITEM = ", ".join(TOOL_CALL_FROM_ITEM)
 INSERT_TOOL_CALL = Execute(
     "insert_tool_call",
-    """
-        INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
-                                status, error, call_item_id, output_item_id, created_at,
-                                completed_at)
-        VALUES (:sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status,
-                :error, :call_item_id, :output_item_id, :now, :completed_at)""",
+    f"""
+        INSERT INTO tool_calls (session_id, run_id, {_FROM_ITEM}, output, status, error,
+                                call_item_id, output_item_id, created_at, completed_at)
+        VALUES (:sid, :run_id, {", ".join(":" + name for name in TOOL_CALL_FROM_ITEM)},
+                :output, :status, :error, :call_item_id, :output_item_id, :now, :completed_at)""",
 )
 OPEN_TOOL_CALLS = All("open_tool_calls", row=OpenCallRow)
 COMPLETE_TOOL_CALL = Execute(
@@ -620,18 +621,18 @@ SET_COMPACTED_BY = Execute(
     "UPDATE runs SET compacted_by = :by WHERE session_id = :sid AND id = :id",
 )
 # Its items' ids are looked up by SELECT, not in VALUES: Citus refuses subqueries in VALUES.
+# Every column of ToolCallRow but the ids the target gives (its own id, the session's).
+_COPIED_CALL = [name for name in ToolCallRow._fields if name not in ("id", "session_id")]
 COPY_TOOL_CALL = Execute(
     "copy_tool_call",
-    """
-        INSERT INTO tool_calls (session_id, run_id, call_id, tool_name, kind, arguments, output,
-                                status, error, call_item_id, output_item_id, created_at,
-                                completed_at, duration_ms, started_at)
-        SELECT :sid, :run_id, :call_id, :tool_name, :kind, :arguments, :output, :status, :error,
+    f"""
+        INSERT INTO tool_calls (session_id, {", ".join(_COPIED_CALL)}, call_item_id,
+                                output_item_id)
+        SELECT :sid, {", ".join(":" + name for name in _COPIED_CALL)},
                (SELECT id FROM items WHERE session_id = :sid AND run_id = :call_item_run
                    AND position = :call_item_position),
                (SELECT id FROM items WHERE session_id = :sid AND run_id = :output_item_run
-                   AND position = :output_item_position),
-               :created_at, :completed_at, :duration_ms, :started_at""",
+                   AND position = :output_item_position)""",
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
 from operator import attrgetter
@@ -27,6 +28,8 @@ __all__ = [
     "SESSION_COLUMNS",
     "TOKEN_COLUMNS",
     "TOOL_CALL_COLUMNS",
+    "TOOL_CALL_FROM_ITEM",
+    "CopyToolCallRow",
     "PathWindowRow",
     "RunRow",
     "SessionRow",
@@ -38,6 +41,7 @@ __all__ = [
     "stored_metadata",
     "stored_time",
     "tool_call_from_row",
+    "tool_call_item_values",
     "usage_from_row",
     "usage_params",
 ]
@@ -263,21 +267,79 @@ class ToolCallRow(NamedTuple):
 TOOL_CALL_COLUMNS = columns(ToolCallRow)
 
 
-def tool_call_from_row(row: ToolCallRow) -> ToolCall:
-    """Build a ``ToolCall`` from a row of ``tool_calls``."""
-    return ToolCall(
-        id=row.id,
-        session_id=row.session_id,
-        run_id=row.run_id,
-        call_id=row.call_id,
-        tool_name=row.tool_name,
-        kind=row.kind,
-        arguments=row.arguments,
-        output=row.output,
-        status=row.status,
-        error=row.error,
-        created_at=as_datetime(row.created_at),
-        completed_at=stored_time(row.completed_at, f"tool call {row.id}'s completed_at"),
-        duration_ms=kept_ms(row.duration_ms),
-        started_at=stored_time(row.started_at, f"tool call {row.id}'s started_at"),
-    )
+# How a stored value becomes a ToolCall's: times as the driver returns them, durations kept
+# to the microsecond; every other field is the column of its name.
+_TOOL_CALL_READ: dict[str, Callable[[Any], Any]] = {
+    "created_at": lambda row: as_datetime(row.created_at),
+    "completed_at": lambda row: stored_time(row.completed_at, f"tool call {row.id}'s completed_at"),
+    "started_at": lambda row: stored_time(row.started_at, f"tool call {row.id}'s started_at"),
+    "duration_ms": lambda row: kept_ms(row.duration_ms),
+}
+_TOOL_CALL_PLAIN = tuple(
+    f.name for f in fields(ToolCall) if f.name not in _TOOL_CALL_READ and f.init
+)
+_missing = [name for name in _TOOL_CALL_PLAIN if name not in ToolCallRow._fields]
+if _missing:
+    raise TypeError(f"ToolCall's fields {_missing} are no column of ToolCallRow")
+_tool_call_plain = attrgetter(*_TOOL_CALL_PLAIN)
+
+
+def tool_call_from_row(row: ToolCallRow | CopyToolCallRow) -> ToolCall:
+    """Build a ``ToolCall`` from a row of ``tool_calls``: each field from its column."""
+    values = dict(zip(_TOOL_CALL_PLAIN, _tool_call_plain(row), strict=True))
+    for name, read in _TOOL_CALL_READ.items():
+        values[name] = read(row)
+    return ToolCall(**values)
+
+
+class CopyToolCallRow(NamedTuple):
+    """A tool call as a copy reads it: ``ToolCallRow``'s columns, then the items it names by
+    their place (run, position), which a copy finds again under their new ids (checked
+    against ``ToolCallRow`` at import: a column added there and not here fails at once)."""
+
+    id: int
+    session_id: str
+    run_id: int
+    call_id: str | None
+    tool_name: str | None
+    kind: str | None
+    arguments: str | None
+    output: str | None
+    status: str | None
+    error: str | None
+    created_at: Any
+    completed_at: Any | None
+    duration_ms: float | None
+    started_at: Any | None
+    call_item_run: int | None
+    call_item_position: int | None
+    output_item_run: int | None
+    output_item_position: int | None
+
+
+# What an append writes of a tool call, by the column: the item's classification
+# (``items.ItemInfo``) names each value; a column the item gives is one more entry here.
+TOOL_CALL_FROM_ITEM: dict[str, str] = {
+    "call_id": "call_id",
+    "tool_name": "name",
+    "kind": "tool_kind",
+    "arguments": "arguments",
+}
+tool_call_item_values = attrgetter(*TOOL_CALL_FROM_ITEM.values())
+"""The ``TOOL_CALL_FROM_ITEM`` values of an ``ItemInfo``, in its order (C: no Python frame on
+the write path)."""
+
+
+def _check_extends(row: type[Any], base: type[Any], extra: tuple[str, ...]) -> None:
+    """A row type that repeats a table's columns must repeat all of them, in order."""
+    if row._fields != (*base._fields, *extra):
+        raise TypeError(
+            f"{row.__name__} must be {base.__name__}'s columns then {extra}: got {row._fields}"
+        )
+
+
+_check_extends(
+    CopyToolCallRow,
+    ToolCallRow,
+    ("call_item_run", "call_item_position", "output_item_run", "output_item_position"),
+)

@@ -24,9 +24,9 @@ from . import annotation_sql as A
 from . import statements as S
 from .annotation_sql import CopyAnnotationRow
 from .ops import Op
-from .results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
+from .results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
 from .search_index import index_backlog
-from .tables import RunRow, SessionRow, as_datetime
+from .tables import CopyToolCallRow, RunRow, SessionRow, as_datetime
 
 __all__ = [
     "Bounds",

@@ -43,8 +43,8 @@ from typing import Any, NamedTuple, TypeVar, get_args
 from ..core import annotation_checks
 from ..core.annotation_sql import CopyAnnotationRow
 from ..core.codec import prepare_items
-from ..core.results import BranchNameRow, CopyItemRow, CopyToolCallRow, ModelResponseRow, SpanRow
-from ..core.tables import RunRow, SessionRow, as_datetime, stored_time
+from ..core.results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
+from ..core.tables import CopyToolCallRow, RunRow, SessionRow, as_datetime, stored_time
 from ..core.transfer import Chunk
 from ..domain import validate
 from ..domain.jsonout import fields
