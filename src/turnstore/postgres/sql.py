@@ -333,9 +333,6 @@ _USAGE_FILTERS = """
       AND (:user_id::text IS NULL OR s.user_id = :user_id)
       AND (:since::timestamptz IS NULL OR r.created_at >= :since)
       AND (:until::timestamptz IS NULL OR r.created_at < :until)"""
-# A model call's run, a run's model calls (the key of each table starts with session_id).
-_RUN_OF_CALL = "r.session_id = m.session_id AND r.id = m.run_id"
-_CALLS_OF_RUN = "m.session_id = r.session_id AND m.run_id = r.id"
 _RUN_USAGE = f"""
         SELECT {{key}} AS key, count(*) AS runs, {token_sums("r")}
         FROM runs r JOIN sessions s ON s.session_id = r.session_id
