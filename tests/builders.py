@@ -116,7 +116,24 @@ async def head(store: Store, session_id: str = "s") -> int | None:
 
 
 async def snapshot(store: Store) -> dict[str, Any]:
-    """Every row of every table, to show that an operation changed nothing."""
+    """Every row of every table, to show that an operation changed nothing (a schema from
+    before annotations, as a migration test opens, has none to show)."""
+    found = await sql(
+        store,
+        "SELECT count(*) FROM sqlite_master WHERE name = 'annotations'"
+        if store.dialect == "sqlite"
+        else "SELECT count(*) FROM pg_tables WHERE tablename = 'annotations'"
+        " AND schemaname = current_schema()",
+    )
+    annotations = (
+        await sql(
+            store,
+            "SELECT id, session_id, run_id, tool_call_id, name, value, label, comment, source,"
+            " author, created_at, updated_at FROM annotations ORDER BY id",
+        )
+        if found[0][0]
+        else []
+    )
     return {
         "sessions": await sql(
             store, "SELECT session_id, head_run_id, title FROM sessions ORDER BY session_id"
@@ -134,11 +151,7 @@ async def snapshot(store: Store) -> dict[str, Any]:
             "SELECT id, run_id, call_id, tool_name, output, status, call_item_id,"
             " output_item_id, completed_at FROM tool_calls ORDER BY id",
         ),
-        "annotations": await sql(
-            store,
-            "SELECT id, session_id, run_id, tool_call_id, name, value, label, comment, source,"
-            " author, created_at, updated_at FROM annotations ORDER BY id",
-        ),
+        "annotations": annotations,
     }
 
 
