@@ -58,7 +58,7 @@ from .errors import (
     TurnstoreError,
 )
 from .formats.export import ExportFormat
-from .importers import adopt_sdk_sessions
+from .importers.adopt import adopt_sdk_sessions
 from .importers.copy import CopySummary, copy
 from .store import Store, migrate
 

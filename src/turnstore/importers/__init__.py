@@ -14,32 +14,17 @@ session since (its own new runs are left alone).
 
 The package, one job a module: ``base`` (the source model, ``Source``), one module per kind of
 source (``sdk_sqlite``, ``sdk_sqlalchemy``, ``exports``), ``sources`` (``open_source``),
-``merge`` (``plan_merge``, ``merge_session``, ``import_source``) and ``adopt`` (a
-``SQLiteSession`` file's history taken over at a session's first use). Internal: the public
-entry points are ``turnstore import`` and ``turnstore.adopt_sdk_sessions``.
+``merge`` (``plan_merge``, ``merge_session``, ``import_source``), ``adopt`` (a
+``SQLiteSession`` file's history taken over at a session's first use) and ``copy`` (sessions
+from another turnstore database). Internal: the public entry points are ``turnstore import``,
+``turnstore.copy`` and ``turnstore.adopt_sdk_sessions``. What this package names itself is
+what ``turnstore import`` runs (open a source, import it, its summary) and the merge of one
+session; the rest is imported from its module.
 """
 
 from __future__ import annotations
 
-from .adopt import adopt_sdk_sessions
-from .base import Source, SourceRun, SourceSession
-from .merge import ImportSummary, MergePlan, MergeResult, import_source, merge_session, plan_merge
-from .sdk_sqlite import connect_readonly, sqlite_tables
-from .sources import SOURCE_KINDS, open_source
+from .merge import ImportSummary, import_source, merge_session
+from .sources import open_source
 
-__all__ = [
-    "SOURCE_KINDS",
-    "ImportSummary",
-    "MergePlan",
-    "MergeResult",
-    "Source",
-    "SourceRun",
-    "SourceSession",
-    "adopt_sdk_sessions",
-    "connect_readonly",
-    "import_source",
-    "merge_session",
-    "open_source",
-    "plan_merge",
-    "sqlite_tables",
-]
+__all__ = ["ImportSummary", "import_source", "merge_session", "open_source"]
