@@ -251,7 +251,7 @@ async def otlp_traces(store: Store, session_id: str) -> dict[str, Any]:
             {
                 "resource": {
                     "attributes": _attributes(
-                        {"service.name": "turnstore", "turnstore.agents.session.id": sid}
+                        {"service.name": "turnstore", "turnstore.session.id": sid}
                     )
                 },
                 "scopeSpans": [{"scope": {"name": SCOPE}, "spans": spans}],
