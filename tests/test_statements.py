@@ -19,9 +19,21 @@ from turnstore.core import annotation_sql, tables
 from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
-from turnstore.core.ops import All, Capability, Execute, Fetch, Insert, One, Query, Value, Values
+from turnstore.core.ops import (
+    All,
+    Capability,
+    Execute,
+    Fetch,
+    Insert,
+    One,
+    Query,
+    Statement,
+    Value,
+    Values,
+)
 from turnstore.core.tables import TOKEN_COLUMNS, usage_from_row, usage_params
 from turnstore.domain.model import Usage
+from turnstore.sqlite.sql import SYNTAX as SQLITE_SYNTAX
 
 psycopg = require_module("psycopg")
 from turnstore import postgres  # noqa: E402
@@ -73,18 +85,24 @@ def test_pyformat_rendering() -> None:
 
 
 def test_a_dialect_must_provide_every_statement_it_can_run() -> None:
+    def dialect(own: dict[Statement, str], statement: Statement) -> Dialect:
+        return Dialect(
+            "x",
+            own,
+            render=named,
+            capabilities=Capability.NONE,
+            syntax=SQLITE_SYNTAX,
+            statements=[statement],
+        )
+
     lone = Execute("lone")
     with pytest.raises(AssertionError, match="lacks the statement lone"):
-        Dialect("x", {}, render=named, capabilities=Capability.NONE, statements=[lone])
+        dialect({}, lone)
     guarded = Execute("guarded", needs=Capability.UPSERT_HEAD)
     with pytest.raises(AssertionError, match="cannot run"):
-        Dialect(
-            "x", {guarded: "SELECT 1"}, render=named, capabilities=Capability.NONE,
-            statements=[guarded],
-        )  # fmt: skip
-    dialect = Dialect("x", {}, render=named, capabilities=Capability.NONE, statements=[guarded])
+        dialect({guarded: "SELECT 1"}, guarded)
     with pytest.raises(LookupError, match="x cannot run guarded"):
-        dialect[guarded]
+        dialect({}, guarded)[guarded]
 
 
 def test_inserts_return_their_id() -> None:

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .ops import Capability, Fetch, Insert, Statement
+from .shared_sql import shared_sql
 from .statements import STATEMENTS
+from .syntax import Syntax
 
 __all__ = ["Dialect", "check_columns", "named", "pyformat", "result_row", "result_rows"]
 
@@ -35,10 +37,11 @@ def pyformat(sql: str) -> str:
 class Dialect:
     """The SQL of one backend: every statement it can run, rendered, by statement symbol.
 
-    ``own`` holds the dialect's text of the statements that differ (and may replace a shared
-    one's); every other statement it can run (all but those needing a capability it lacks)
-    must be shared. ``returning_id``: an ``Insert`` returns its id by ``RETURNING id``
-    (PostgreSQL; SQLite's driver reads ``lastrowid``).
+    ``own`` holds the dialect's text of the statements that differ in shape (and may replace a
+    shared one's); ``syntax`` renders the statements written once with small per-dialect
+    tokens (``core.shared_sql``); every other statement it can run (all but those needing a
+    capability it lacks) must be shared verbatim. ``returning_id``: an ``Insert`` returns its
+    id by ``RETURNING id`` (PostgreSQL; SQLite's driver reads ``lastrowid``).
     """
 
     def __init__(
@@ -48,15 +51,17 @@ class Dialect:
         *,
         render: Callable[[str], str],
         capabilities: Capability,
+        syntax: Syntax,
         returning_id: bool = False,
         statements: Iterable[Statement] = STATEMENTS,
     ) -> None:
         self.name = name
         self.capabilities = capabilities
         self.render = render
+        shared = shared_sql(syntax)
         sql: dict[Statement, str] = {}
         for statement in statements:
-            text = own.get(statement, statement.sql)
+            text = own.get(statement, shared.get(statement, statement.sql))
             if statement.needs & ~capabilities:
                 if statement in own:
                     raise AssertionError(f"{name} writes {statement.name}, which it cannot run")

@@ -1,7 +1,8 @@
-"""PostgreSQL's SQL: the statements whose text differs from the shared one (``core.statements``).
+"""PostgreSQL's SQL: its ``SYNTAX``, and the statements whose text differs in shape.
 
 Written, like every statement, with ``:name`` placeholders; ``DIALECT`` renders them as
-psycopg's ``%(name)s`` (a literal % as %%) and joins the shared statements in. Every optional
+psycopg's ``%(name)s`` (a literal % as %%) and joins the shared statements in (those of
+``core.statements``, and those of ``core.shared_sql`` rendered with ``SYNTAX``). Every optional
 parameter is cast, so that PostgreSQL knows its type when it is NULL.
 
 Scale-out: every statement on a session's rows filters each table it touches by
@@ -10,28 +11,27 @@ Scale-out: every statement on a session's rows filters each table it touches by
 
 from __future__ import annotations
 
-from ..core import annotation_sql as A
 from ..core import statements as S
-from ..core.annotation_sql import annotation_stats_sql
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.search import SNIPPET_MARKS
-from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
+from ..core.sql import claim_operation_sql
+from ..core.syntax import Syntax
 from ..core.tables import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
-from ..domain.toolcalls import failed_sql
 
-__all__ = ["CAPABILITIES", "DIALECT", "SQL", "TS_CONFIG"]
+__all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
 
 CAPABILITIES = Capability.NONE
 
 # The text search configuration of items.search_vector, made by migration 7: searches use it too.
 TS_CONFIG = "turnstore_english"
 
-# Lookups by call_id and tool name, through the prefix indexes of migration 5, and by a span's
-# kind, through that of migration 11.
-_CALL_ID_IS = "left(call_id, 256) = left(:call_id, 256) AND call_id = :call_id"
-_TOOL_NAME_IS = "left(tool_name, 256) = left(:tool_name, 256) AND tool_name = :tool_name"
-_KIND_IS = "left(kind, 256) = left(:kind, 256) AND kind = :kind"
+
+def _key_is(column: str, param: str) -> str:
+    """A lookup by call_id, tool name or span kind, through the prefix indexes of migrations
+    5 and 11 (a btree entry holds at most a third of a page)."""
+    return f"left({column}, 256) = left(:{param}, 256) AND {column} = :{param}"
+
 
 # The active path, walked from the head up through parent_id (see sqlite/sql.py for why):
 # each step is one primary-key lookup, and every step names the session so that it stays on
@@ -111,10 +111,6 @@ _OWN: dict[Statement, str] = {
         FROM sessions s
         LEFT JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id
         WHERE s.session_id = :sid""",
-    S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("GREATEST"),
-    S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("GREATEST"),
-    S.PUT_SESSION: S.put_session_sql("CAST(:metadata AS jsonb)"),
-    S.ADD_RUN_USAGE: add_usage_sql("LEAST", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls
         WHERE session_id = :sid AND output_item_id IS NULL
@@ -144,12 +140,6 @@ _OWN: dict[Statement, str] = {
         SELECT {RUN_COLUMNS} FROM runs
         WHERE session_id = :sid AND parent_id IS NULL AND :parent_id::bigint IS NULL
         ORDER BY id""",
-    S.LEAVES: """
-        SELECT r.id, r.depth, r.user_message, r.created_at FROM runs r
-        WHERE r.session_id = :sid
-          AND NOT EXISTS (SELECT 1 FROM runs c
-                          WHERE c.session_id = :sid AND c.parent_id = r.id)
-        ORDER BY r.id""",
     S.HEAD_LEAVES: """
         WITH RECURSIVE below (id) AS (
             SELECT head_run_id FROM sessions WHERE session_id = :sid
@@ -161,43 +151,6 @@ _OWN: dict[Statement, str] = {
         SELECT b.id FROM below b
         WHERE NOT EXISTS (SELECT 1 FROM runs c
                           WHERE c.session_id = :sid AND c.parent_id = b.id)""",
-    S.LAST_ITEM: """
-        SELECT id, position, call_id, data FROM items
-        WHERE session_id = :sid AND run_id = :run_id ORDER BY position DESC LIMIT 1""",
-    S.FIRST_ITEM: """
-        SELECT id, data FROM items
-        WHERE session_id = :sid AND run_id = :run_id AND position = 0""",
-    S.RUN_ITEMS_BEFORE: """
-        SELECT id, data FROM items
-        WHERE session_id = :sid AND run_id = :run_id AND position < :position
-        ORDER BY position""",
-    S.DROP_CALL_OF_ITEM: f"""
-        DELETE FROM tool_calls
-        WHERE session_id = :sid AND {_CALL_ID_IS}
-          AND (call_item_id = :item
-               OR (call_item_id IS NULL AND output_item_id = :item))""",
-    S.REOPEN_CALL_OF_OUTPUT: f"""
-        UPDATE tool_calls SET output = NULL, output_item_id = NULL, error = NULL,
-            status = 'pending', completed_at = NULL, duration_ms = NULL, started_at = NULL
-        WHERE session_id = :sid AND {_CALL_ID_IS} AND output_item_id = :item""",
-    S.SHRINK_RUN: """
-        UPDATE runs SET item_count = :item_count, updated_at = :now,
-            assistant_message = (
-                SELECT text FROM items
-                WHERE session_id = :sid AND run_id = :id
-                  AND type = 'message' AND role = 'assistant'
-                ORDER BY position DESC LIMIT 1),
-            -- As a write would leave it (model.RunStatus); compaction runs have none.
-            status = CASE
-                WHEN status IS NULL OR status = 'compacted' THEN status
-                WHEN EXISTS (SELECT 1 FROM tool_calls
-                             WHERE session_id = :sid AND run_id = :id
-                               AND status = 'pending') THEN 'interrupted'
-                WHEN (SELECT type = 'message' AND role = 'assistant' FROM items
-                      WHERE session_id = :sid AND run_id = :id
-                      ORDER BY position DESC LIMIT 1) THEN 'completed'
-                ELSE 'in_progress' END
-        WHERE session_id = :sid AND id = :id""",
     # The climb stops past the first ancestor that is a fork or the head (see sqlite/sql.py).
     S.ANCESTORS_CHILD_COUNTS: f"""
         WITH RECURSIVE up (id, parent_id, children, level) AS (
@@ -280,66 +233,6 @@ _SESSIONS = f"""
       AND (:meta::jsonb IS NULL OR metadata @> :meta::jsonb)
     ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
 
-_CALL_FILTERS = """
-      AND (:sid::text IS NULL OR session_id = :sid)
-      AND (:run_id::bigint IS NULL OR run_id = :run_id)
-      AND (:tool_name::text IS NULL OR tool_name = :tool_name)
-      AND (:since::timestamptz IS NULL OR created_at >= :since)
-      AND (:until::timestamptz IS NULL OR created_at < :until)"""
-_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
-
-# (tool calls, slowest tool calls, tool stats), by the filter that drives them.
-_CALL_FAMILIES = (
-    (S.BY_RUN, S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
-    (
-        "session_id = :sid",
-        S.TOOL_CALLS_BY_SESSION,
-        S.SLOWEST_TOOL_CALLS_BY_SESSION,
-        S.TOOL_STATS_BY_SESSION,
-    ),
-    (_TOOL_NAME_IS, S.TOOL_CALLS_BY_TOOL, S.SLOWEST_TOOL_CALLS_BY_TOOL, S.TOOL_STATS_BY_TOOL),
-    ("TRUE", S.TOOL_CALLS_BY_ALL, S.SLOWEST_TOOL_CALLS_BY_ALL, S.TOOL_STATS_BY_ALL),
-)
-_TOOL_CALLS = f"""
-        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
-        WHERE {{condition}} {_CALL_FILTERS} {{extra}}
-          AND (:status::text IS NULL OR status = :status
-               OR (:status = 'failed' AND {_FAILED}))
-        ORDER BY {{order}} LIMIT :limit"""
-_TOOL_STATS = f"""
-        WITH c AS (
-            SELECT tool_name, duration_ms, CASE WHEN {_FAILED} THEN 1 ELSE 0 END AS failed
-            FROM tool_calls WHERE {{condition}} {_CALL_FILTERS}
-        ), d AS (
-            SELECT tool_name, duration_ms,
-                row_number() OVER (PARTITION BY tool_name ORDER BY duration_ms) AS n,
-                count(*) OVER (PARTITION BY tool_name) AS total
-            FROM c WHERE duration_ms IS NOT NULL
-        ), p AS (
-            SELECT tool_name,
-                max(CASE WHEN n = (50 * total + 99) / 100 THEN duration_ms END) AS p50,
-                max(CASE WHEN n = (95 * total + 99) / 100 THEN duration_ms END) AS p95
-            FROM d GROUP BY tool_name
-        )
-        SELECT c.tool_name, count(*) AS calls, sum(c.failed) AS failed,
-            count(c.duration_ms) AS timed_calls, avg(c.duration_ms) AS mean_ms,
-            p.p50 AS p50_ms, p.p95 AS p95_ms, max(c.duration_ms) AS max_ms
-        FROM c LEFT JOIN p ON p.tool_name IS NOT DISTINCT FROM c.tool_name
-        GROUP BY c.tool_name, p.p50, p.p95
-        ORDER BY count(*) DESC, c.tool_name"""
-
-_USAGE_FILTERS = """
-      (:sid::text IS NULL OR r.session_id = :sid)
-      AND (:user_id::text IS NULL OR s.user_id = :user_id)
-      AND (:since::timestamptz IS NULL OR r.created_at >= :since)
-      AND (:until::timestamptz IS NULL OR r.created_at < :until)"""
-_RUN_USAGE = f"""
-        SELECT {{key}} AS key, count(*) AS runs, {token_sums("r")}
-        FROM runs r JOIN sessions s ON s.session_id = r.session_id
-        WHERE {_USAGE_FILTERS}
-        GROUP BY 1"""
-
-
 # ts_headline's options are constants; search.search turns the marks into offsets.
 _HEADLINE = (
     f"StartSel={SNIPPET_MARKS[0]}, StopSel={SNIPPET_MARKS[1]}, MaxWords=24, MinWords=8, "
@@ -373,7 +266,6 @@ _SEARCH = f"""
         ORDER BY {{outer_order}}"""
 
 _QUERIES: dict[Statement, str] = {
-    S.SLOWEST_SPANS_BY_ALL: S.slowest_spans_sql(_KIND_IS),
     **{
         statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
         for statement, order, user in (
@@ -383,62 +275,6 @@ _QUERIES: dict[Statement, str] = {
             (S.SESSIONS_BY_UPDATED_AT_USER, "updated_at", True),
         )
     },
-    S.UPDATE_SESSION_INFO: """
-        UPDATE sessions SET user_id = coalesce(:user_id::text, user_id),
-            title = coalesce(:title::text, title),
-            metadata = coalesce(:metadata::jsonb, metadata),
-            updated_at = :now
-        WHERE session_id = :sid""",
-    **{
-        calls: _TOOL_CALLS.format(condition=condition, extra="", order="id DESC")
-        for condition, calls, _, _ in _CALL_FAMILIES
-    },
-    **{
-        slowest: _TOOL_CALLS.format(
-            condition=condition,
-            extra="AND duration_ms IS NOT NULL",
-            order="duration_ms DESC, id DESC",
-        )
-        for condition, _, slowest, _ in _CALL_FAMILIES
-    },
-    **{stats: _TOOL_STATS.format(condition=condition) for condition, _, _, stats in _CALL_FAMILIES},
-    S.SET_TOOL_TIMING: f"""
-        UPDATE tool_calls SET started_at = :started_at, completed_at = :completed_at,
-            duration_ms = :duration_ms
-        WHERE session_id = :sid AND id = (
-            SELECT max(id) FROM tool_calls WHERE session_id = :sid AND {_CALL_ID_IS})""",
-    # Through runs_session_parent for the runs and each one's children, and
-    # tool_calls_session_call for the failed calls.
-    S.SESSION_SUMMARIES: f"""
-        SELECT r.session_id, count(*) AS runs,
-            count(*) FILTER (WHERE NOT EXISTS (
-                SELECT 1 FROM runs c WHERE c.session_id = r.session_id AND c.parent_id = r.id
-            )) AS branches,
-            sum(r.total_tokens) AS total_tokens,
-            count(*) FILTER (WHERE r.status = 'failed') AS failed_runs,
-            (SELECT count(*) FROM tool_calls t
-             WHERE t.session_id = r.session_id AND {_FAILED}) AS failed_tool_calls
-        FROM runs r
-        WHERE r.session_id IN (SELECT jsonb_array_elements_text(:sids::jsonb))
-        GROUP BY r.session_id""",
-    S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
-    S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
-    S.USAGE_BY_DAY: _RUN_USAGE.format(key="to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
-    A.ANNOTATION_STATS_BY_DAY: annotation_stats_sql(
-        "to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-    ),
-    S.USAGE_BY_MODEL: response_usage_sql(
-        "model",
-        _USAGE_FILTERS,
-        "r.session_id = m.session_id AND r.id = m.run_id",
-        "m.session_id = r.session_id AND m.run_id = r.id",
-    ),
-    S.USAGE_BY_AGENT: response_usage_sql(
-        "agent_name",
-        _USAGE_FILTERS,
-        "r.session_id = m.session_id AND r.id = m.run_id",
-        "m.session_id = r.session_id AND m.run_id = r.id",
-    ),
     **{
         statement: _SEARCH.format(
             rank=rank,
@@ -452,11 +288,25 @@ _QUERIES: dict[Statement, str] = {
     },
 }
 
+SYNTAX = Syntax(
+    casts=True,
+    scoped=True,
+    true="TRUE",
+    same="IS NOT DISTINCT FROM",
+    day=lambda column: f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+    values=lambda name: f"SELECT jsonb_array_elements_text(:{name}::jsonb)",
+    key_is=_key_is,
+    greatest="GREATEST",
+    least="LEAST",
+)
+"""PostgreSQL's tokens in the statements written once (core.shared_sql)."""
+
 DIALECT = Dialect(
     "PostgreSQL",
     {**_OWN, **_QUERIES},
     render=pyformat,
     capabilities=CAPABILITIES,
+    syntax=SYNTAX,
     returning_id=True,
 )
 SQL = DIALECT.sql

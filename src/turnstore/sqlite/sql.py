@@ -1,21 +1,21 @@
-"""SQLite's SQL: the statements whose text differs from the shared one (``core.statements``).
+"""SQLite's SQL: its ``SYNTAX``, and the statements whose text differs in shape.
 
 Written with ``:name`` placeholders, which are SQLite's own. The statements every dialect
-runs alike are in ``core.statements``; ``DIALECT`` joins both into the table the driver runs.
+runs alike are in ``core.statements``, those that differ only in small tokens in
+``core.shared_sql`` (rendered with ``SYNTAX``); ``DIALECT`` joins them into the table the
+driver runs.
 """
 
 from __future__ import annotations
 
-from ..core import annotation_sql as A
 from ..core import statements as S
-from ..core.annotation_sql import annotation_stats_sql
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
-from ..core.sql import add_usage_sql, claim_operation_sql, response_usage_sql, token_sums
+from ..core.sql import claim_operation_sql
+from ..core.syntax import Syntax
 from ..core.tables import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
-from ..domain.toolcalls import failed_sql
 
-__all__ = ["CAPABILITIES", "DIALECT", "SQL"]
+__all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX"]
 
 CAPABILITIES = Capability.UPSERT_HEAD | Capability.SEARCH_BACKLOG | Capability.SDK_ADOPTION
 
@@ -97,10 +97,6 @@ _OWN: dict[Statement, str] = {
     S.CLAIM_SDK_ADOPTION: """
         INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
         ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
-    S.COPY_TOOL_CALLS: S.copy_tool_calls_sql("max"),
-    S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql("max"),
-    S.PUT_SESSION: S.put_session_sql(":metadata"),
-    S.ADD_RUN_USAGE: add_usage_sql("min", "session_id = :sid AND id = :id"),
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls
         WHERE session_id = :sid AND output_item_id IS NULL
@@ -125,11 +121,6 @@ _OWN: dict[Statement, str] = {
     S.CHILDREN: f"""
         SELECT {RUN_COLUMNS} FROM runs
         WHERE session_id = :sid AND parent_id IS :parent_id ORDER BY id""",
-    S.LEAVES: """
-        SELECT r.id, r.depth, r.user_message, r.created_at FROM runs r
-        WHERE r.session_id = :sid
-          AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
-        ORDER BY r.id""",
     S.HEAD_LEAVES: """
         WITH RECURSIVE below (id) AS (
             SELECT head_run_id FROM sessions WHERE session_id = :sid
@@ -138,36 +129,6 @@ _OWN: dict[Statement, str] = {
         )
         SELECT b.id FROM below b
         WHERE NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = b.id)""",
-    S.LAST_ITEM: """
-        SELECT id, position, call_id, data FROM items
-        WHERE run_id = :run_id ORDER BY position DESC LIMIT 1""",
-    S.FIRST_ITEM: "SELECT id, data FROM items WHERE run_id = :run_id AND position = 0",
-    S.RUN_ITEMS_BEFORE: """
-        SELECT id, data FROM items WHERE run_id = :run_id AND position < :position
-        ORDER BY position""",
-    S.DROP_CALL_OF_ITEM: """
-        DELETE FROM tool_calls
-        WHERE session_id = :sid AND call_id = :call_id
-          AND (call_item_id = :item OR (call_item_id IS NULL AND output_item_id = :item))""",
-    S.REOPEN_CALL_OF_OUTPUT: """
-        UPDATE tool_calls SET output = NULL, output_item_id = NULL, error = NULL,
-            status = 'pending', completed_at = NULL, duration_ms = NULL, started_at = NULL
-        WHERE session_id = :sid AND call_id = :call_id AND output_item_id = :item""",
-    S.SHRINK_RUN: """
-        UPDATE runs SET item_count = :item_count, updated_at = :now,
-            assistant_message = (
-                SELECT text FROM items
-                WHERE run_id = :id AND type = 'message' AND role = 'assistant'
-                ORDER BY position DESC LIMIT 1),
-            -- As a write would leave it (model.RunStatus); compaction runs have none.
-            status = CASE
-                WHEN status IS NULL OR status = 'compacted' THEN status
-                WHEN EXISTS (SELECT 1 FROM tool_calls
-                             WHERE run_id = :id AND status = 'pending') THEN 'interrupted'
-                WHEN (SELECT type = 'message' AND role = 'assistant' FROM items
-                      WHERE run_id = :id ORDER BY position DESC LIMIT 1) THEN 'completed'
-                ELSE 'in_progress' END
-        WHERE id = :id""",
     # The climb stops past the first ancestor that is a fork or the head (delete_branch's
     # climb ends there): a short branch deep in a long conversation reads a few rows.
     S.ANCESTORS_CHILD_COUNTS: """
@@ -274,69 +235,6 @@ _SESSIONS = f"""
                    OR (m.type IN ('integer', 'real') AND f.type IN ('integer', 'real'))))))
     ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
 
-_CALL_FILTERS = """
-      AND (:sid IS NULL OR session_id = :sid) AND (:run_id IS NULL OR run_id = :run_id)
-      AND (:tool_name IS NULL OR tool_name = :tool_name)
-      AND (:since IS NULL OR created_at >= :since) AND (:until IS NULL OR created_at < :until)"""
-_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
-
-# (tool calls, slowest tool calls, tool stats), by the filter that drives them.
-_CALL_FAMILIES = (
-    (S.BY_RUN, S.TOOL_CALLS_BY_RUN, S.SLOWEST_TOOL_CALLS_BY_RUN, S.TOOL_STATS_BY_RUN),
-    (
-        "session_id = :sid",
-        S.TOOL_CALLS_BY_SESSION,
-        S.SLOWEST_TOOL_CALLS_BY_SESSION,
-        S.TOOL_STATS_BY_SESSION,
-    ),
-    (
-        "tool_name = :tool_name",
-        S.TOOL_CALLS_BY_TOOL,
-        S.SLOWEST_TOOL_CALLS_BY_TOOL,
-        S.TOOL_STATS_BY_TOOL,
-    ),
-    ("1 = 1", S.TOOL_CALLS_BY_ALL, S.SLOWEST_TOOL_CALLS_BY_ALL, S.TOOL_STATS_BY_ALL),
-)
-_TOOL_CALLS = f"""
-        SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
-        WHERE {{condition}} {_CALL_FILTERS} {{extra}}
-          AND (:status IS NULL OR status = :status OR (:status = 'failed' AND {_FAILED}))
-        ORDER BY {{order}} LIMIT :limit"""
-# Nearest-rank percentiles: the value at rank ceil(p * n / 100) of the sorted durations.
-_TOOL_STATS = f"""
-        WITH c AS (
-            SELECT tool_name, duration_ms, CASE WHEN {_FAILED} THEN 1 ELSE 0 END AS failed
-            FROM tool_calls WHERE {{condition}} {_CALL_FILTERS}
-        ), d AS (
-            SELECT tool_name, duration_ms,
-                row_number() OVER (PARTITION BY tool_name ORDER BY duration_ms) AS n,
-                count(*) OVER (PARTITION BY tool_name) AS total
-            FROM c WHERE duration_ms IS NOT NULL
-        ), p AS (
-            SELECT tool_name,
-                max(CASE WHEN n = (50 * total + 99) / 100 THEN duration_ms END) AS p50,
-                max(CASE WHEN n = (95 * total + 99) / 100 THEN duration_ms END) AS p95
-            FROM d GROUP BY tool_name
-        )
-        SELECT c.tool_name, count(*) AS calls, sum(c.failed) AS failed,
-            count(c.duration_ms) AS timed_calls, avg(c.duration_ms) AS mean_ms,
-            p.p50 AS p50_ms, p.p95 AS p95_ms, max(c.duration_ms) AS max_ms
-        FROM c LEFT JOIN p ON p.tool_name IS c.tool_name
-        GROUP BY c.tool_name, p.p50, p.p95
-        ORDER BY count(*) DESC, c.tool_name"""
-
-_USAGE_FILTERS = """
-      (:sid IS NULL OR r.session_id = :sid) AND (:user_id IS NULL OR s.user_id = :user_id)
-      AND (:since IS NULL OR r.created_at >= :since)
-      AND (:until IS NULL OR r.created_at < :until)"""
-# Sessions, users and days sum the runs' token columns.
-_RUN_USAGE = f"""
-        SELECT {{key}} AS key, count(*) AS runs, {token_sums("r")}
-        FROM runs r JOIN sessions s ON s.session_id = r.session_id
-        WHERE {_USAGE_FILTERS}
-        GROUP BY 1"""
-
-
 # rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
 # the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
 # the rows returned.
@@ -359,7 +257,6 @@ _SEARCH = """
         LIMIT :limit"""
 
 _QUERIES: dict[Statement, str] = {
-    S.SLOWEST_SPANS_BY_ALL: S.slowest_spans_sql("kind = :kind"),
     **{
         statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
         for statement, order, user in (
@@ -369,50 +266,6 @@ _QUERIES: dict[Statement, str] = {
             (S.SESSIONS_BY_UPDATED_AT_USER, "updated_at", True),
         )
     },
-    S.UPDATE_SESSION_INFO: """
-        UPDATE sessions SET user_id = coalesce(:user_id, user_id),
-            title = coalesce(:title, title), metadata = coalesce(:metadata, metadata),
-            updated_at = :now
-        WHERE session_id = :sid""",
-    **{
-        calls: _TOOL_CALLS.format(condition=condition, extra="", order="id DESC")
-        for condition, calls, _, _ in _CALL_FAMILIES
-    },
-    **{
-        slowest: _TOOL_CALLS.format(
-            condition=condition,
-            extra="AND duration_ms IS NOT NULL",
-            order="duration_ms DESC, id DESC",
-        )
-        for condition, _, slowest, _ in _CALL_FAMILIES
-    },
-    **{stats: _TOOL_STATS.format(condition=condition) for condition, _, _, stats in _CALL_FAMILIES},
-    S.SET_TOOL_TIMING: """
-        UPDATE tool_calls SET started_at = :started_at, completed_at = :completed_at,
-            duration_ms = :duration_ms
-        WHERE id = (SELECT max(id) FROM tool_calls
-                    WHERE session_id = :sid AND call_id = :call_id)""",
-    # Through runs_session_parent for the runs, runs_parent for each one's children and
-    # tool_calls_session_call for the failed calls.
-    S.SESSION_SUMMARIES: f"""
-        SELECT r.session_id, count(*) AS runs,
-            sum(NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)) AS branches,
-            sum(r.total_tokens) AS total_tokens, sum(r.status = 'failed') AS failed_runs,
-            (SELECT count(*) FROM tool_calls t
-             WHERE t.session_id = r.session_id AND {_FAILED}) AS failed_tool_calls
-        FROM runs r
-        WHERE r.session_id IN (SELECT value FROM json_each(:sids))
-        GROUP BY r.session_id""",
-    S.USAGE_BY_SESSION: _RUN_USAGE.format(key="r.session_id"),
-    S.USAGE_BY_USER: _RUN_USAGE.format(key="s.user_id"),
-    S.USAGE_BY_DAY: _RUN_USAGE.format(key="substr(r.created_at, 1, 10)"),
-    A.ANNOTATION_STATS_BY_DAY: annotation_stats_sql("substr(a.created_at, 1, 10)"),
-    S.USAGE_BY_MODEL: response_usage_sql(
-        "model", _USAGE_FILTERS, "r.id = m.run_id", "m.run_id = r.id"
-    ),
-    S.USAGE_BY_AGENT: response_usage_sql(
-        "agent_name", _USAGE_FILTERS, "r.id = m.run_id", "m.run_id = r.id"
-    ),
     **{
         statement: _SEARCH.format(fts=fts, rank=rank.format(fts=fts), order=order.format(fts=fts))
         for statement, fts, rank, order in (
@@ -424,6 +277,21 @@ _QUERIES: dict[Statement, str] = {
     },
 }
 
-DIALECT = Dialect("SQLite", {**_OWN, **_QUERIES}, render=named, capabilities=CAPABILITIES)
+SYNTAX = Syntax(
+    casts=False,
+    scoped=False,
+    true="1 = 1",
+    same="IS",
+    day=lambda column: f"substr({column}, 1, 10)",
+    values=lambda name: f"SELECT value FROM json_each(:{name})",
+    key_is=lambda column, param: f"{column} = :{param}",
+    greatest="max",
+    least="min",
+)
+"""SQLite's tokens in the statements written once (core.shared_sql)."""
+
+DIALECT = Dialect(
+    "SQLite", {**_OWN, **_QUERIES}, render=named, capabilities=CAPABILITIES, syntax=SYNTAX
+)
 SQL = DIALECT.sql
 """Every statement SQLite runs, as it runs it."""
