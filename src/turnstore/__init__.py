@@ -42,6 +42,7 @@ from .domain.model import (
 )
 from .domain.targets import DatabaseInfo, DatabaseKind
 from .errors import (
+    ArgumentTypeError,
     ClosedError,
     ConfigurationError,
     ConflictError,
@@ -83,6 +84,7 @@ __all__ = [
     "AnnotationGroup",
     "AnnotationSource",
     "AnnotationStats",
+    "ArgumentTypeError",
     "Backend",
     "Branch",
     "BranchDiff",

@@ -19,6 +19,9 @@ so callers never need to import ``sqlite3`` or ``psycopg`` to catch them::
     │   │                      metadata nested deeper than 200), or an operation that does not
     │   │                      apply to its run (e.g. edit of a run with no user message)
     │   │                      (also ValueError)
+    │   ├── ArgumentTypeError  an argument of the wrong type: a float limit, a session id
+    │   │                      that is no str, unknown session_settings keys (also TypeError,
+    │   │                      what Python and the Agents SDK's SQLiteSession raise)
     │   └── ReadOnlyError      a write to a store opened with read_only=True
     ├── ConflictError          another writer changed the session first
     ├── ClosedError            the store or session was closed
@@ -34,6 +37,7 @@ nothing.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "ClosedError",
     "ConfigurationError",
     "ConflictError",
@@ -99,6 +103,11 @@ class RunNotFoundError(NotFoundError):
 
 class InvalidOperationError(TurnstoreError, ValueError):
     """The operation does not apply to its target, e.g. editing a run that has no user message."""
+
+
+class ArgumentTypeError(InvalidOperationError, TypeError):
+    """An argument of the wrong type (a float limit, a session id that is not text); a
+    ``TypeError`` too, as the SDK's sessions raise, so code written for them catches it."""
 
 
 class ReadOnlyError(InvalidOperationError):

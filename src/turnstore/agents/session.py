@@ -23,10 +23,11 @@ from ..domain.model import (
     SessionPatch,
     Usage,
 )
-from ..errors import ClosedError, ConfigurationError, InvalidOperationError
+from ..errors import ClosedError, InvalidOperationError
 from ..importers import adopt
 from ..store import Store, session_patch, shared
 from ..tracing import binding
+from . import options
 from .usage import usage_of
 
 if TYPE_CHECKING:
@@ -38,14 +39,6 @@ __all__ = ["StructuredSession"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _settings_limit(settings: Any) -> int | None:
-    if settings is None:
-        return None
-    if isinstance(settings, Mapping):
-        return settings.get("limit")
-    return getattr(settings, "limit", None)
 
 
 @dataclass(slots=True)
@@ -88,20 +81,6 @@ def _since(usage: Usage, counted: Usage) -> Usage:
     return Usage(**delta) if min(delta.values()) >= 0 else usage
 
 
-def _coerce_settings(settings: Any) -> Any:
-    """The SDK's own ``SessionSettings`` when the SDK is installed (it validates dicts)."""
-    try:
-        from agents.memory.session_settings import SessionSettings, coerce_session_settings
-    except ImportError:
-        return settings
-    if settings is None:
-        return SessionSettings()
-    try:
-        return coerce_session_settings(settings)
-    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        raise InvalidOperationError(f"session_settings: {exc}") from None
-
-
 def _sdk_snapshot_type() -> Any:
     """The SDK's compaction snapshot class, if it has the shape the hooks below were written
     for (``items``, ``complete``, ``replace_suffix``); else None. It is private to the SDK, so
@@ -115,31 +94,6 @@ def _sdk_snapshot_type() -> Any:
     except TypeError:  # no longer a dataclass
         return None
     return _CompactionSnapshot if names == ["items", "complete", "replace_suffix"] else None
-
-
-def _database_argument(
-    db: str | os.PathLike[str] | Store | None,
-    db_path: str | os.PathLike[str] | None,
-    sessions_table: str | None,
-    messages_table: str | None,
-) -> str | os.PathLike[str] | Store:
-    """The database ``StructuredSession`` opens, from its own and ``SQLiteSession``'s options."""
-    for name, value, default in (
-        ("sessions_table", sessions_table, "agent_sessions"),
-        ("messages_table", messages_table, "agent_messages"),
-    ):
-        if value is not None and value != default:
-            raise ConfigurationError(
-                f"{name}={validate.shown(value)} does not apply to StructuredSession: it keeps "
-                "conversations in turnstore's own tables (sessions, runs, items, tool_calls), not "
-                f"in one table of messages. It takes over a SQLiteSession file's history from the "
-                f"SDK's default table ({default!r}) by itself; to bring in history from "
-                "tables with other names, run `turnstore import FILE --messages-table NAME`"
-            )
-    if db is not None and db_path is not None:
-        raise ConfigurationError("give the database once: as db or as db_path, not both")
-    chosen = db if db is not None else db_path
-    return ":memory:" if chosen is None else chosen
 
 
 def _write(
@@ -171,27 +125,34 @@ class StructuredSession:
     """
 
     session_settings: SessionSettings | None
+    db_path: str | os.PathLike[str] | Store
+    sessions_table = options.SESSIONS_TABLE
+    messages_table = options.MESSAGES_TABLE
 
     def __init__(
         self,
         session_id: str | int,
         db: str | os.PathLike[str] | Store | None = None,
-        *,
-        db_path: str | os.PathLike[str] | None = None,
         sessions_table: str | None = None,
         messages_table: str | None = None,
         session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        *,
+        db_path: str | os.PathLike[str] | None = None,
         user_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         title: str | None = None,
     ) -> None:
         """Open ``db`` (a path, URL or shared ``Store``) for the conversation ``session_id``.
 
-        ``db_path=`` is the SDK's ``SQLiteSession`` keyword for ``db``. An int session id is
-        stored as its decimal text, as ``SQLiteSession`` stores it (``1`` and ``"1"`` are one
-        session); other non-str ids raise ``InvalidOperationError``. ``sessions_table`` and
-        ``messages_table`` (``SQLiteSession``'s table names) only accept the SDK's defaults:
-        turnstore keeps conversations in its own tables, see ``ConfigurationError``'s text.
+        The first five parameters are ``SQLiteSession``'s, in its order; ``db_path=`` is its
+        keyword for ``db`` (and ``.db_path`` the database given: path, URL or ``Store``). An int
+        session id is stored as its decimal text, as ``SQLiteSession`` stores it (``1`` and
+        ``"1"`` are one session); other non-str ids raise ``ArgumentTypeError``.
+        ``sessions_table`` and ``messages_table`` (``SQLiteSession``'s table names) only accept
+        the SDK's defaults: turnstore keeps conversations in its own tables, see
+        ``ConfigurationError``'s text. Wrong types raise ``ArgumentTypeError`` (a ``TypeError``,
+        as the SDK's sessions raise). With the SDK installed, a ``StructuredSession`` is an
+        SDK ``SessionABC`` for ``isinstance``.
 
         ``user_id``, ``metadata`` and ``title`` go into the session catalogue with this
         object's first write (given values replace stored ones; a title given here wins over
@@ -201,8 +162,10 @@ class StructuredSession:
             session_id = str(session_id)
         # Checked first, so that a bad id fails here (not at the first write) and opens nothing.
         self.session_id = validate.key(session_id, "session_id")
-        db = _database_argument(db, db_path, sessions_table, messages_table)
-        self.session_settings = _coerce_settings(session_settings)
+        db = options.database(db, db_path, sessions_table, messages_table)
+        self.db_path = db
+        self.session_settings = options.coerce_settings(session_settings)
+        options.register_session_abc(StructuredSession)
         info = session_patch(user_id=user_id, title=title, metadata=metadata)
         self._info: SessionPatch | None = info if info != SessionPatch() else None
         self._pending_info = self._info
@@ -277,7 +240,7 @@ class StructuredSession:
         _call_of(wrapper, self.session_id, reading=True)
         binding.bind(store, self.session_id, fresh=True)  # a Runner call starts here
         if limit is None:
-            limit = _settings_limit(self.session_settings)
+            limit = options.settings_limit(self.session_settings)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
             limit = None
         return await store.get_items(self.session_id, limit)

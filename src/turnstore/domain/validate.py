@@ -5,7 +5,9 @@ The rule (docs/reliability.md, "Refusals"):
 - **Opening** a database (``Store.open``, ``migrate``, a ``StructuredSession``'s ``db``): a
   target or option it cannot open with is ``ConfigurationError``.
 - **Items** that cannot be stored as given are ``InvalidItemError``.
-- **Any other argument** of the wrong type or out of its range is ``InvalidOperationError``.
+- **Any other argument** of the wrong type or out of its range is ``InvalidOperationError``;
+  of the wrong type, its subclass ``ArgumentTypeError``, a ``TypeError`` too (as the SDK's
+  sessions raise).
 - **Ids** are ints. One that names nothing is ``NotFoundError`` where it is looked up, and
   matches nothing where it filters. An int outside the 64-bit range names nothing on any
   database, so it is such an unknown id (not a wrong argument); any other type is wrong.
@@ -30,7 +32,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError, InvalidOperationError, NotFoundError
+from ..errors import ArgumentTypeError, ConfigurationError, InvalidOperationError, NotFoundError
 from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
 
 __all__ = [
@@ -137,7 +139,7 @@ def _encodes(value: str) -> bool:
 def text(value: Any, name: str) -> str:
     """``value`` if it is a str without NUL or lone surrogates."""
     if not isinstance(value, str):
-        raise InvalidOperationError(f"{name} must be a str, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidOperationError(f"{name} must be text without NUL, got {shown(value)}")
     if not _encodes(value):
@@ -201,7 +203,7 @@ def text_list(values: Any, name: str) -> list[str] | None:
     if values is None:
         return None
     if not isinstance(values, (list, tuple)):
-        raise InvalidOperationError(f"{name} must be a list of str, got {type(values).__name__}")
+        raise ArgumentTypeError(f"{name} must be a list of str, got {type(values).__name__}")
     return [text(value, f"each of {name}") for value in values]
 
 
@@ -217,14 +219,14 @@ def choice(value: Any, name: str, choices: Collection[T]) -> T:
 def instance(value: Any, name: str, kind: type[T]) -> T:
     """``value`` if it is a ``kind`` (one of turnstore's records, e.g. ``SessionPatch``)."""
     if not isinstance(value, kind):
-        raise InvalidOperationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     return value
 
 
 def flag(value: Any, name: str) -> bool:
     """``value`` if it is a bool."""
     if not isinstance(value, bool):
-        raise InvalidOperationError(f"{name} must be True or False, got {shown(value)}")
+        raise ArgumentTypeError(f"{name} must be True or False, got {shown(value)}")
     return value
 
 
@@ -239,9 +241,9 @@ def _is_int(value: Any) -> bool:
 def count(value: Any, name: str, *, minimum: int = 0) -> int:
     """``value`` if it is an int from ``minimum`` to ``MAX_INT`` (a limit, a position)."""
     if not _is_int(value) or not minimum <= value <= MAX_INT:
-        raise InvalidOperationError(
-            f"{name} must be an int from {minimum} to 2**63 - 1, got {shown(value)}"
-        )
+        # A wrong type is a TypeError too (what SQLiteSession raises for limit="2").
+        error = InvalidOperationError if _is_int(value) else ArgumentTypeError
+        raise error(f"{name} must be an int from {minimum} to 2**63 - 1, got {shown(value)}")
     result: int = value
     return result
 
@@ -267,7 +269,7 @@ def clamped_usage(**figures: Any) -> Usage:
 def lookup_id(value: Any, what: str, not_found: type[NotFoundError] = NotFoundError) -> int:
     """``value`` if it is an int id that can exist; ``not_found`` if it is out of range."""
     if not _is_int(value):
-        raise InvalidOperationError(f"{what} ids are ints, got {shown(value)}")
+        raise ArgumentTypeError(f"{what} ids are ints, got {shown(value)}")
     if not -MAX_INT - 1 <= value <= MAX_INT:
         raise not_found(f"no {what} {shown(value)}")
     result: int = value
@@ -279,7 +281,7 @@ def filter_id(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value):
-        raise InvalidOperationError(f"{name} must be an int id, got {shown(value)}")
+        raise ArgumentTypeError(f"{name} must be an int id, got {shown(value)}")
     # Ids start at 1 on both backends: 0 matches nothing, as an id out of range would.
     result: int = value if -MAX_INT - 1 <= value <= MAX_INT else 0
     return result
@@ -293,7 +295,7 @@ def optional_time(value: Any, name: str) -> datetime | None:
 def time(value: Any, name: str) -> datetime:
     """``value`` if it is a datetime (naive ones are UTC) that UTC can hold."""
     if not isinstance(value, datetime):
-        raise InvalidOperationError(f"{name} must be a datetime, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is not None:
         try:  # both backends store UTC: the first instant of year 1 at +14:00 is before it
             value.astimezone(timezone.utc)
@@ -344,7 +346,7 @@ def optional_usage(value: Any, name: str = "usage") -> Usage | None:
     if value is None:
         return None
     if not isinstance(value, Usage):
-        raise InvalidOperationError(f"{name} must be a turnstore Usage, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name} must be a turnstore Usage, got {type(value).__name__}")
     for field in dataclasses.fields(Usage):
         figure = getattr(value, field.name)
         if not _is_int(figure) or not 0 <= figure <= _usage_limit(field.name):
@@ -398,7 +400,7 @@ def check_json(value: Any, depth: int = MAX_DEPTH) -> None:
 def metadata(value: Any, name: str = "metadata") -> str:
     """``value`` (a mapping with str keys) as the JSON text stored for it."""
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidOperationError(f"{name} must be a mapping with str keys")
+        raise ArgumentTypeError(f"{name} must be a mapping with str keys")
     try:
         check_json(dict(value))
         data = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
@@ -495,7 +497,7 @@ def telemetry_record(value: Any, name: str = "telemetry") -> Telemetry:
 
 def _record_list(values: Any, name: str, kind: type[T]) -> list[T]:
     if not isinstance(values, (list, tuple)):
-        raise InvalidOperationError(
+        raise ArgumentTypeError(
             f"{name} must be a list of {kind.__name__}, got {type(values).__name__}"
         )
     return [instance(value, f"each of {name}", kind) for value in values]
