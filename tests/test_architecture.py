@@ -52,7 +52,13 @@ LAYERS: Mapping[str, tuple[int, str]] = {
     "turnstore.postgres": (3, "postgres"),
     "turnstore.store": (4, "store"),
     **dict.fromkeys(
-        ["turnstore.agents", "turnstore.importers", "turnstore.tracing", "turnstore.otel"],
+        [
+            "turnstore.agents",
+            "turnstore.chat",
+            "turnstore.importers",
+            "turnstore.tracing",
+            "turnstore.otel",
+        ],
         (5, "features"),
     ),
     "turnstore": (6, "api"),

@@ -5,6 +5,7 @@ conversations across sessions. See the README for the schema and examples.
 """
 
 from .agents.session import StructuredSession
+from .chat import ChatSession
 from .core.annotations import AnnotationGroup
 from .core.history import ANY_HEAD, ExpectedHead
 from .core.once import new_operation_id
@@ -62,6 +63,7 @@ from .formats.export import ExportFormat
 from .importers.adopt import adopt_sdk_sessions
 from .importers.copy import CopySummary, copy
 from .store import Store, migrate
+from .store.chat import MessageFormat
 
 
 def __getattr__(name: str) -> str:
@@ -89,6 +91,7 @@ __all__ = [
     "Branch",
     "BranchDiff",
     "BranchOrigin",
+    "ChatSession",
     "ClosedError",
     "ConfigurationError",
     "ConflictError",
@@ -102,6 +105,7 @@ __all__ = [
     "HistoryTail",
     "InvalidItemError",
     "InvalidOperationError",
+    "MessageFormat",
     "ModelResponse",
     "NewRun",
     "NotFoundError",

@@ -15,7 +15,8 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
   ``error_spans``; ``_record_spans`` for ``turnstore.tracing``);
 - ``annotations``: judgements of runs (``annotate``, ``update_annotation``,
   ``delete_annotation``, ``annotations``, ``annotation_stats``);
-- ``diff``: two courses of a conversation compared (``diff``), on the tree and catalogue.
+- ``diff``: two courses of a conversation compared (``diff``), on the tree and catalogue;
+- ``chat``: a session as Chat Completions messages (``add_messages``, ``get_messages``).
 
 ``base`` holds what they share (the backend, exactly-once writes, argument checks) and
 ``opening`` turns a path or URL into a backend. ``shared`` is the process's registry of the
@@ -34,6 +35,7 @@ from ..domain.targets import DatabaseInfo
 from .analytics import AnalyticsMixin
 from .annotations import AnnotationsMixin
 from .catalogue import session_patch
+from .chat import ChatMixin
 from .conversation import ConversationMixin
 from .diff import DiffMixin
 from .opening import inspect_target, open_backend
@@ -42,7 +44,7 @@ from .spans import SpansMixin
 __all__ = ["Store", "migrate", "session_patch"]
 
 
-class Store(ConversationMixin, DiffMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin):
+class Store(ChatMixin, ConversationMixin, DiffMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin):
     """One database of conversations: open it once, share it between sessions and queries.
 
     ``Store.open(":memory:")``, ``Store.open("conversations.db")`` or
