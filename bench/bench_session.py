@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_session.py --quick    # a smoke run (well under 30 s)
     .venv/bin/python bench/bench_session.py --big      # the crowded file holds 1,000,000 items
     .venv/bin/python bench/bench_session.py --json bench/results/session.json
+    .venv/bin/python bench/bench_session.py --requests --postgres postgresql://...  # per request
 
 Every contender gets its own SQLite file in one temporary directory. See bench/README.md for
 what each figure means and the targets it is held to.
@@ -12,6 +13,7 @@ what each figure means and the targets it is held to.
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 import tempfile
@@ -481,31 +483,42 @@ async def edited_tail_case(
         await close_all(dbs)
 
 
-# A request's session: opened from the path (so the process's shared store serves it), read,
-# three writes of one SDK turn, dropped unclosed; against the same work on one long-lived
-# session. REQUEST_HISTORY items of history: a short conversation, whose read does not hide
-# what opening costs.
+# A request's session: opened from the path or URL (so the process's shared store serves it),
+# read, three writes of one SDK turn, then dropped unclosed or closed (``async with``); against
+# the same work on one long-lived session. REQUEST_HISTORY items of history: a short
+# conversation, whose read does not hide what opening costs. On the SQLite file, and on
+# PostgreSQL with --postgres URL.
 PER_REQUEST = "request turn, session per request"
+CLOSED_PER_REQUEST = "request turn, session per request, closed"
 LONG_LIVED = "request turn, long-lived session"
 REQUEST_HISTORY = 40
+ON_POSTGRES = " (PostgreSQL)"
 
 
-async def request_case(directory: Path, config: Config, results: Results) -> None:
-    """A session per request (open, read, 3 writes, drop) vs a long-lived session."""
-    path = directory / "requests.db"
-    with Store.open(path) as store:
-        for sid in ("per-request", "long-lived"):
+async def request_case(target: str, config: Config, results: Results, *, suffix: str = "") -> None:
+    """A session per request (open, read, 3 writes, drop or close) vs a long-lived session,
+    on ``target``; ``suffix`` ends the case names (the backend's)."""
+    sids = ("per-request", "closed-per-request", "long-lived")
+    with Store.open(target) as store:
+        for sid in sids:
             await fill_store(store, sid, history(REQUEST_HISTORY))
-    settle(path)
+    if "://" not in target:
+        settle(target)
     count = config.warmup + config.write_repeats
-    per_request_turns = iter(make_turns(count, seed=7, start=10**6))
+    dropped_turns = iter(make_turns(count, seed=7, start=10**6))
+    closed_turns = iter(make_turns(count, seed=7, start=2 * 10**6))
 
     async def per_request() -> None:
-        session = StructuredSession("per-request", str(path))
+        session = StructuredSession("per-request", target)
         await session.get_items()
-        await write_turns(session, [next(per_request_turns)])
+        await write_turns(session, [next(dropped_turns)])
 
-    long_lived = StructuredSession("long-lived", str(path))
+    async def closed_per_request() -> None:
+        async with StructuredSession("closed-per-request", target) as session:
+            await session.get_items()
+            await write_turns(session, [next(closed_turns)])
+
+    long_lived = StructuredSession("long-lived", target)
     long_lived_write = turn_writer(long_lived, count=count, seed=7)
 
     async def long_lived_turn() -> None:
@@ -515,13 +528,40 @@ async def request_case(directory: Path, config: Config, results: Results) -> Non
     try:
         await _measure_groups(
             results,
-            {(PER_REQUEST, TURNSTORE): per_request, (LONG_LIVED, TURNSTORE): long_lived_turn},
+            {
+                (PER_REQUEST + suffix, TURNSTORE): per_request,
+                (CLOSED_PER_REQUEST + suffix, TURNSTORE): closed_per_request,
+                (LONG_LIVED + suffix, TURNSTORE): long_lived_turn,
+            },
             repeats=config.write_repeats,
             warmup=config.warmup,
             note="get_items + 3 add_items",
         )
     finally:
         await long_lived.aclose()
+
+
+def request_targets(suffixes: Sequence[str]) -> list[Target]:
+    """A session per request costs about what a long-lived one does (issue 12), closed at
+    its end about what one left unclosed does (issue 30), on each backend measured."""
+    out = [
+        Target(
+            "session per request vs long-lived",
+            (PER_REQUEST, TURNSTORE),
+            1.1,
+            (LONG_LIVED, TURNSTORE),
+        )
+    ]
+    for suffix in suffixes:
+        out.append(
+            Target(
+                f"closed per request vs unclosed{suffix}",
+                (CLOSED_PER_REQUEST + suffix, TURNSTORE),
+                1.5,
+                (PER_REQUEST + suffix, TURNSTORE),
+            )
+        )
+    return out
 
 
 def edited_case(config: Config) -> str:
@@ -593,14 +633,6 @@ def targets(config: Config) -> list[Target]:
     out.append(
         Target(f"{edited} vs flat SQLiteSession", (edited, TURNSTORE), 1.0, (edited, SQLITE))
     )
-    out.append(
-        Target(
-            "session per request vs long-lived",
-            (PER_REQUEST, TURNSTORE),
-            1.1,
-            (LONG_LIVED, TURNSTORE),
-        )
-    )
     return out
 
 
@@ -608,17 +640,51 @@ def targets(config: Config) -> list[Target]:
 # Main
 
 
+async def requests_cases(
+    directory: Path, config: Config, results: Results, log: Log, postgres: str | None
+) -> list[Target]:
+    """The per-request cases on the file (and on ``postgres``, a server URL, in a schema of
+    its own dropped afterwards); their targets."""
+    log("a session per request against a long-lived one")
+    await request_case(str(directory / "requests.db"), config, results)
+    if postgres is None:
+        return request_targets([""])
+    schema = f"turnstore_bench_requests_{os.getpid()}"
+    separator = "&" if "?" in postgres else "?"
+    try:
+        log("the same on PostgreSQL")
+        await request_case(
+            f"{postgres}{separator}schema={schema}", config, results, suffix=ON_POSTGRES
+        )
+    finally:
+        import psycopg
+
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return request_targets(["", ON_POSTGRES])
+
+
 async def run_benchmark(
-    config: Config, directory: Path, *, log: Log = _log, writes_only: bool = False
+    config: Config,
+    directory: Path,
+    *,
+    log: Log = _log,
+    writes_only: bool = False,
+    requests_only: bool = False,
+    postgres: str | None = None,
 ) -> dict[str, Any]:
-    """Run every case in ``directory`` (``writes_only``: the write turns alone); return the
-    figures and the evaluated targets."""
+    """Run every case in ``directory`` (``writes_only``: the write turns alone;
+    ``requests_only``: the per-request cases alone; ``postgres``: a server URL where the
+    per-request cases run too); return the figures and the evaluated targets."""
     ours = turnstore_contender(directory)
     durable = turnstore_contender(directory, durable=True)
     sdk = sqlite_session_contender(directory)
     advanced = advanced_session_contender(directory)
     results = Results()
 
+    if requests_only:
+        chosen = await requests_cases(directory, config, results, log, postgres)
+        return _report(config, results, chosen)
     if writes_only:
         config = replace(config, history_sizes=())
     sizes = sorted({*config.history_sizes, *config.write_sizes})
@@ -637,9 +703,11 @@ async def run_benchmark(
         await branch_cases(ours, advanced, config, results)
         log(f"tail after {config.edits} edits in {config.edited_runs:,} runs")
         await edited_tail_case(ours, sdk, config, results, log)
-        log("a session per request against a long-lived one")
-        await request_case(directory, config, results)
+        chosen += await requests_cases(directory, config, results, log, postgres)
+    return _report(config, results, chosen)
 
+
+def _report(config: Config, results: Results, chosen: Sequence[Target]) -> dict[str, Any]:
     evaluated = [target.evaluate(results) for target in chosen]
     return {
         "environment": environment(),
@@ -661,6 +729,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--writes", action="store_true", help="only the write-turn cases (A/B of the write path)"
     )
+    parser.add_argument(
+        "--requests", action="store_true", help="only the session-per-request cases"
+    )
+    parser.add_argument(
+        "--postgres", metavar="URL", help="also run the per-request cases on this server"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--dir", metavar="DIR", help="where the database files go (a temp dir)")
     args = parser.parse_args(argv)
@@ -668,7 +742,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="turnstore-bench-", dir=args.dir) as directory:
-        report = run_async(lambda: run_benchmark(config, Path(directory), writes_only=args.writes))
+        report = run_async(
+            lambda: run_benchmark(
+                config,
+                Path(directory),
+                writes_only=args.writes,
+                requests_only=args.requests,
+                postgres=args.postgres,
+            )
+        )
     report["seconds"] = round(time.perf_counter() - started, 1)
     print()
     print(report["medians_table"])

@@ -30,18 +30,21 @@ LEAK_SCRIPT = """
 import asyncio, gc, json, os, sys, threading
 from turnstore import StructuredSession
 
-TARGET, COUNT = sys.argv[1], int(sys.argv[2])
+TARGET, COUNT, CLOSE = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "close"
 
 def resources():
     gc.collect()
     return [threading.active_count(), len(os.listdir("/proc/self/fd"))]
 
 async def request(n):
-    # What a web handler does: a session per request, never closed (every 50th writes).
+    # What a web handler does: a session per request, never closed or closed at its end
+    # (every 50th writes).
     session = StructuredSession(f"user-{n % 20}", TARGET)
     await session.get_items()
     if n % 50 == 0:
         await session.add_items([{"role": "user", "content": f"hello {n}"}])
+    if CLOSE:
+        await session.aclose()
 
 async def settled():
     # The checkpoint thread opens the WAL's files after the first commit pokes it, on its own
@@ -74,9 +77,11 @@ asyncio.run(main())
 """
 
 
-def run_leak_script(target: str, count: int, env: dict[str, str] | None = None) -> Any:
+def run_leak_script(
+    target: str, count: int, env: dict[str, str] | None = None, *, close: bool = False
+) -> Any:
     proc = subprocess.run(
-        [sys.executable, "-c", LEAK_SCRIPT, target, str(count)],
+        [sys.executable, "-c", LEAK_SCRIPT, target, str(count), "close" if close else "drop"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -97,6 +102,17 @@ def test_ten_thousand_unclosed_sqlite_sessions_leave_threads_and_descriptors_fla
 def test_five_hundred_unclosed_postgres_sessions_leave_no_trace() -> None:
     with session_target("postgres", Path()) as target:
         result = run_leak_script(target, 500)
+    assert result["after"] == result["before"]
+
+
+def test_sessions_closed_per_request_leave_threads_and_descriptors_flat(tmp_path: Path) -> None:
+    result = run_leak_script(str(tmp_path / "app.db"), 2_000, close=True)
+    assert result["after"] == result["before"]
+
+
+def test_postgres_sessions_closed_per_request_leave_no_trace() -> None:
+    with session_target("postgres", Path()) as target:
+        result = run_leak_script(target, 300, close=True)
     assert result["after"] == result["before"]
 
 
@@ -125,6 +141,45 @@ async def test_sessions_of_one_file_share_one_store(tmp_path: Path) -> None:
     third.close()
     with pytest.raises(ClosedError):
         await third.store.get_items("a")
+
+
+@pytest.mark.parametrize("backend", ["sqlite-file", "postgres"])
+async def test_a_session_closed_per_request_leaves_the_store_to_the_next(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing the last session of a database keeps its store open for the next request
+    (reopening it cost 10x a request), then the janitor closes it once idle."""
+    with session_target(backend, tmp_path) as target:
+        async with StructuredSession("s", target) as first:
+            await first.add_items([user("q")])
+            store = first.store
+        with pytest.raises(ClosedError):
+            await first.get_items()
+        assert not _shared.closed(store)
+        async with StructuredSession("s", target) as second:
+            assert second.store is store
+            assert await second.get_items() == [user("q")]
+        monkeypatch.setattr(_shared, "IDLE_CLOSE", 0.05)
+        StructuredSession("other", str(tmp_path / "poke.db")).close()  # the janitor looks again
+        wait_until(lambda: _shared.closed(store))
+
+
+async def test_a_file_deleted_after_its_sessions_closed_is_opened_anew(tmp_path: Path) -> None:
+    """The idle store of a file that was deleted (or replaced) is not reused: the next
+    session writes to the new file, not to the deleted one's inode."""
+    path = tmp_path / "app.db"
+    async with StructuredSession("s", path) as session:
+        await session.add_items([user("old")])
+        old = session.store
+    for name in ("app.db", "app.db-wal", "app.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    async with StructuredSession("s", path) as session:
+        assert session.store is not old
+        assert await session.get_items() == []
+        await session.add_items([user("new")])
+    wait_until(lambda: _shared.closed(old))
+    with Store.open(path) as store:
+        assert await store.get_items("s") == [user("new")]
 
 
 def test_memory_sessions_stay_separate() -> None:

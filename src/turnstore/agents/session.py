@@ -523,7 +523,10 @@ class StructuredSession:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the session; the store it opened closes with the last session using it.
+        """Close the session. The store it leased (sessions of one path or URL share one)
+        stays open for the next session for 10 seconds once no session uses it, then closes
+        (or at exit): a session closed per request costs what an unclosed one does. A
+        ``:memory:`` session's database closes now.
 
         A ``Store`` passed in stays open. Closing is optional: a session dropped unclosed
         gives its store back when it is garbage-collected. Idempotent; any later use raises
@@ -540,3 +543,10 @@ class StructuredSession:
         self._closed = True
         if self._lease is not None and (store := self._lease.release(close_now=True)):
             await store.aclose()
+
+    async def __aenter__(self) -> StructuredSession:
+        """``async with StructuredSession(...) as session:``, closed (``aclose``) at the end."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,12 +1,17 @@
 """The stores that ``StructuredSession``s opened from one target share, in one process.
 
-Applications (and the SDK's examples) open a session per request and never close it. Each
-session opened from a path or URL therefore leases the process's one store for that target
-(one connection set, one worker) instead of opening its own: opening costs a dict lookup.
-A store with no session left is closed by a janitor thread once it has been idle for
-``IDLE_CLOSE`` seconds (so that the next request finds it open), when its last session is
-closed explicitly, or at exit. ``:memory:`` is a database per session, as with
-``SQLiteSession``: never shared, closed as soon as its session is gone.
+Applications (and the SDK's examples) open a session per request, and close it at its end
+(``async with``, ``close()``) or never. Each session opened from a path or URL therefore
+leases the process's one store for that target (one connection set, one worker) instead of
+opening its own: opening costs a dict lookup. A store with no session left, however its
+sessions ended (closed or dropped), is closed by a janitor thread once it has been idle for
+``IDLE_CLOSE`` seconds, so that the next request finds it open, or at exit: closing a
+session per request costs what dropping it does. ``:memory:`` is a database per session, as
+with ``SQLiteSession``: never shared, closed as soon as its session is gone.
+
+An idle SQLite store is not reused for a file that was deleted or replaced since it was
+opened (a test's or a script's ``close()``, delete, reopen): the next session opens the file
+anew, and the old store is closed.
 
 A dropped session's finalizer takes no lock: it can run inside any allocation of any thread,
 also the thread of a store that ``acquire`` is opening under the lock and waits for. It only
@@ -38,6 +43,8 @@ IDLE_CLOSE = 10.0
 @dataclass(eq=False)
 class _Entry:
     store: Store
+    path: str | None  # a SQLite file's, else None
+    identity: tuple[int, int] | None  # the file's (device, inode) when opened
     users: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
@@ -67,6 +74,17 @@ def _key(target: object) -> str | None:
     return "sqlite:" + os.path.realpath(path)  # sqlite_path expanded a leading ~
 
 
+def _identity(path: str | None) -> tuple[int, int] | None:
+    """Which file ``path`` names now: its (device, inode), None if there is none."""
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
 def closed(store: Store) -> bool:
     """Whether ``store`` is closed: someone may close a shared store by hand
     (``session.store.close()``), and its sessions then lease a new one."""
@@ -91,8 +109,9 @@ class Lease:
         return self._pid != os.getpid()
 
     def release(self, *, close_now: bool = False) -> Store | None:
-        """End the lease; returns the store when the caller must close it (``close_now``),
-        else leaves an unused store to the janitor."""
+        """End the lease; returns an unshared store (``:memory:``) when the caller must close
+        it (``close_now``), else leaves it to the janitor. A shared store with no lease left
+        stays open for ``IDLE_CLOSE`` seconds either way: the janitor closes it then."""
         with _lock:
             return self._end(close_now)
 
@@ -111,13 +130,11 @@ class Lease:
         entry = _entries.get(self._key) if self._key is not None else None
         if entry is not None and entry.store is self.store:
             entry.users -= 1
-            if entry.users > 0:
-                return None
-            entry.idle_since = time.monotonic()
-            if not close_now:
+            if entry.users == 0:
+                entry.idle_since = time.monotonic()
                 _inbox.put(None)  # the janitor's next wait ends when this store's idling does
-                return None
-            del _entries[self._key]  # type: ignore[arg-type]
+            return None
+        # An unshared store, or a shared one that was replaced (closed by hand, or its file).
         if close_now:
             return self.store
         _to_close.append(self.store)
@@ -128,14 +145,21 @@ class Lease:
 def acquire(target: str | os.PathLike[str]) -> Lease:
     """A lease on the process's store for ``target``, opening it if there is none."""
     key = _key(target)
+    path = key.removeprefix("sqlite:") if key is not None and key.startswith("sqlite:") else None
     with _lock:
         _start_janitor()  # here, not in a finalizer: starting a thread takes locks
         if key is not None:
             entry = _entries.get(key)
+            if entry is not None and entry.users == 0 and entry.identity != _identity(path):
+                # Its file was deleted or replaced while no session used it.
+                _to_close.append(entry.store)
+                _inbox.put(None)
+                entry = None
             if entry is None or closed(entry.store):
                 # Opened under the lock: sessions of one target opening together wait for one
                 # store rather than each opening their own.
-                entry = _entries[key] = _Entry(Store.open(target))
+                store = Store.open(target)
+                entry = _entries[key] = _Entry(store, path, _identity(path))
                 _register_exit()
             entry.users += 1
             return Lease(entry.store, key)
