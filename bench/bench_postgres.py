@@ -49,11 +49,15 @@ from _common import (
     write_turns,
 )
 from _common import run as run_async
+from _write_floor import TEMPLATE, postgres_floor_writer
 from turnstore import Store, StructuredSession
 
 TURNSTORE = "turnstore"
 SQLALCHEMY = "SQLAlchemySession"
 CONTENDERS = (TURNSTORE, SQLALCHEMY)
+# The write turn's floor: turnstore's rows for the turn inserted by executemany in one
+# transaction, one pipeline (``_write_floor``).
+FLOOR = "floor"
 TAIL = 20
 PHRASE = "refund invoice"  # two words that occur together in the generated texts
 
@@ -122,6 +126,8 @@ class PgDatabase(Database):
     """A database of one contender, with the handles the search case queries directly."""
 
     store: Store | None = None
+    url: str = ""
+    schema: str = ""
     engine: Any = None
     messages_table: str = field(default="")
 
@@ -148,7 +154,12 @@ def turnstore_contender(url: str, max_size: int) -> Contender:
             await asyncio.to_thread(_drop_schema, url, schema)
 
         return PgDatabase(
-            lambda sid: StructuredSession(sid, store), fill=fill, on_close=on_close, store=store
+            lambda sid: StructuredSession(sid, store),
+            fill=fill,
+            on_close=on_close,
+            store=store,
+            url=url,
+            schema=schema,
         )
 
     return Contender(TURNSTORE, create)
@@ -218,15 +229,41 @@ async def history_cases(
                     results.add(f"get_items({TAIL}) @{size}", name, timing)
             if size == config.write_size:
                 count = config.warmup + config.write_repeats
-                timings = await measure_side_by_side(
-                    {n: turn_writer(s, count=count) for n, s in sessions.items()},
-                    repeats=config.write_repeats,
-                    warmup=config.warmup,
-                )
+                writers = {n: turn_writer(s, count=count) for n, s in sessions.items()}
+                floor = await _write_floor(contenders, size, count)
+                writers[FLOOR], close_floor = floor
+                try:
+                    timings = await measure_side_by_side(
+                        writers, repeats=config.write_repeats, warmup=config.warmup
+                    )
+                finally:
+                    await close_floor()
                 for name, timing in timings.items():
                     results.add(f"write turn @{size}", name, timing, "3 add_items, 4 items")
         finally:
             await close_all(dbs)
+
+
+async def _write_floor(contenders: Sequence[Contender], size: int, count: int) -> tuple[Any, Any]:
+    """The floor of a write turn (``_write_floor``): a schema of its own with the same history
+    and the rows turnstore stores for the timed turns; its action, and its closer."""
+    (ours,) = [c for c in contenders if c.name == TURNSTORE]
+    db = ours.create(f"floor{size}")
+    assert isinstance(db, PgDatabase)
+    try:
+        await db.add_history("bench", history(size))
+        # The very turns turnstore's writer writes (turn_writer's defaults), as the template.
+        await write_turns(db.session(TEMPLATE), make_turns(count, seed=99, start=10**6))
+        write, close = await postgres_floor_writer(db.url, db.schema, "bench")
+    except BaseException:
+        await db.close()
+        raise
+
+    async def close_all_of_it() -> None:
+        await close()
+        await db.close()
+
+    return write, close_all_of_it
 
 
 async def branch_and_search_cases(
@@ -328,7 +365,8 @@ async def throughput_case(
 
 
 def ratios_table(results: Results) -> str:
-    """Each case's medians and turnstore's time as a multiple of SQLAlchemySession's."""
+    """Each case's medians and turnstore's time as a multiple of SQLAlchemySession's (and of
+    the floor's, where there is one)."""
     cases: list[str] = []
     for row in results.rows:
         if row.case not in cases:
@@ -336,11 +374,21 @@ def ratios_table(results: Results) -> str:
     rows = []
     for case in cases:
         ours, theirs = (results.median_ms(case, name) for name in CONTENDERS)
+        floor = results.median_ms(case, FLOOR)
         ratio = f"{ours / theirs:.2f}x" if ours is not None and theirs else "-"
+        to_floor = f"{ours / floor:.2f}x" if ours is not None and floor else "-"
         rows.append(
-            [case, f"{ours:.3f}" if ours else "-", f"{theirs:.3f}" if theirs else "-", ratio]
+            [
+                case,
+                f"{ours:.3f}" if ours else "-",
+                f"{theirs:.3f}" if theirs else "-",
+                ratio,
+                f"{floor:.3f}" if floor else "-",
+                to_floor,
+            ]
         )
-    return format_table(["case (median ms)", TURNSTORE, SQLALCHEMY, "ratio"], rows)
+    headers = ["case (median ms)", TURNSTORE, SQLALCHEMY, "ratio", FLOOR, "vs floor"]
+    return format_table(headers, rows)
 
 
 def throughput_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -376,7 +424,7 @@ async def run_benchmark(config: Config, url: str, *, log: Any = _log) -> dict[st
         "results": [row.as_dict() for row in results.rows],
         "throughput": throughput,
         "ratios_table": ratios_table(results),
-        "cpu_medians_table": medians_table(results, CONTENDERS, cpu=True),
+        "cpu_medians_table": medians_table(results, (*CONTENDERS, FLOOR), cpu=True),
         "throughput_table": throughput_table(throughput),
     }
 

@@ -50,13 +50,16 @@ from _common import (
     write_turns,
 )
 from _common import run as run_async
+from _write_floor import TEMPLATE, sqlite_floor_writer
 from turnstore import Store, StructuredSession
 
 TURNSTORE = "turnstore"
 TURNSTORE_DURABLE = "turnstore durable"
 SQLITE = "SQLiteSession"
 ADVANCED = "AdvancedSQLiteSession"
-FLOOR = "floor"  # fetch the JSON + one msgspec decode (``_common.floor_reader``): reads only
+# Reads: the JSON fetched + one msgspec decode (``_common.floor_reader``). Writes: turnstore's
+# rows for the turn inserted by executemany in one transaction (``_write_floor``).
+FLOOR = "floor"
 CONTENDERS = (TURNSTORE, TURNSTORE_DURABLE, SQLITE, ADVANCED, FLOOR)
 # Contenders that take turns in one timing loop. AdvancedSQLiteSession's calls are 10-1000x
 # heavier and are timed on their own: side by side, they left the caches and the allocator cold
@@ -230,7 +233,9 @@ async def _measure_groups(
                 results.add(case, name, timing, note)
 
 
-async def history_cases(contenders: Sequence[Contender], config: Config, results: Results) -> None:
+async def history_cases(
+    contenders: Sequence[Contender], config: Config, results: Results, directory: Path
+) -> None:
     """Sessions of each history size: full read, then one turn's write.
 
     Every (contender, size) has its own file, all open at once, so that the writes at every
@@ -239,6 +244,7 @@ async def history_cases(contenders: Sequence[Contender], config: Config, results
     """
     sizes = sorted({*config.history_sizes, *config.write_sizes})
     dbs: dict[Key, Database] = {}
+    closers: list[Callable[[], None]] = []
     try:
         for size in sizes:
             for contender in contenders:
@@ -273,6 +279,8 @@ async def history_cases(contenders: Sequence[Contender], config: Config, results
             for (at, name), s in sessions.items()
             if int(at) in config.write_sizes
         }
+        if any(name == TURNSTORE for _, name in sessions):
+            writers.update(await _write_floors(directory, config, count, dbs, closers))
         # The two-batch form at the smallest size, in the same loop (new turns of their own).
         low = str(min(config.write_sizes))
         writers.update(
@@ -292,7 +300,33 @@ async def history_cases(contenders: Sequence[Contender], config: Config, results
             note="4 items in 3 add_items (2-batch: 2)",
         )
     finally:
+        for close in closers:
+            close()
         await close_all(dbs)
+
+
+async def _write_floors(
+    directory: Path,
+    config: Config,
+    count: int,
+    dbs: dict[Key, Database],
+    closers: list[Callable[[], None]],
+) -> dict[Key, Action]:
+    """The floor of a write turn at each write size: a turnstore file of its own with the same
+    history, and the rows turnstore stores for the timed turns (``_write_floor``)."""
+    actions: dict[Key, Action] = {}
+    for size in config.write_sizes:
+        db = turnstore_contender(directory).create(f"write-floor-{size}")
+        dbs[(f"write-floor-{size}", FLOOR)] = db
+        await db.add_history("bench", history(size))
+        # The very turns turnstore's writer writes (turn_writer's defaults), as the template.
+        await write_turns(db.session(TEMPLATE), make_turns(count, seed=99, start=10**6))
+        assert db.path is not None
+        settle(db.path)
+        write, close = sqlite_floor_writer(db.path, "bench")
+        closers.append(close)
+        actions[(f"write turn @{size}", FLOOR)] = write
+    return actions
 
 
 def crowded_case(config: Config) -> str:
@@ -585,6 +619,15 @@ def targets(config: Config) -> list[Target]:
                 (f"write turn @{size}", SQLITE),
             )
         )
+        # Issue 32: within 1.5x of the same rows inserted with no turnstore logic.
+        out.append(
+            Target(
+                f"write turn @{size} vs the floor",
+                (f"write turn @{size}", TURNSTORE),
+                1.5,
+                (f"write turn @{size}", FLOOR),
+            )
+        )
     low = min(config.write_sizes)
     two = f"write 2-batch turn @{low}"
     out.append(Target(f"{two} vs SQLiteSession", (two, TURNSTORE), 0.5, (two, SQLITE)))
@@ -691,7 +734,10 @@ async def run_benchmark(
     log("histories of " + ", ".join(f"{size:,}" for size in sizes) + " items")
     # AdvancedSQLiteSession is no write target's reference, and the slowest to fill.
     await history_cases(
-        [ours, durable, sdk] if writes_only else [ours, durable, sdk, advanced], config, results
+        [ours, durable, sdk] if writes_only else [ours, durable, sdk, advanced],
+        config,
+        results,
+        directory,
     )
     chosen = targets(config)
     if writes_only:

@@ -11,7 +11,11 @@ from support import POSTGRES_URL, require_module, require_postgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+import _common
+import _roundtrips
+import _write_floor
 import bench_postgres
+from turnstore import Store, StructuredSession
 
 pytestmark = [pytest.mark.postgres, pytest.mark.e2e]
 
@@ -29,12 +33,41 @@ async def test_every_case_runs_for_both_contenders() -> None:
         f"branch mid @{config.branch_runs} runs",
         f"search @{config.branch_runs} runs",
     }
-    assert cases == {(case, name) for case in expected for name in bench_postgres.CONTENDERS}
+    floor = (f"write turn @{config.write_size}", bench_postgres.FLOOR)
+    assert cases == {(case, name) for case in expected for name in bench_postgres.CONTENDERS} | {
+        floor
+    }
     assert [row["writers"] for row in report["throughput"]] == list(config.writers)
     for row in report["throughput"]:
         assert all(row[name] > 0 for name in bench_postgres.CONTENDERS)
     assert "ratio" in report["ratios_table"]
+    assert "vs floor" in report["ratios_table"]
     assert "runs/s" in report["throughput_table"]
+
+
+async def test_the_write_floor_stores_turnstores_rows_in_one_round_trip() -> None:
+    require_postgres()
+    contender = bench_postgres.turnstore_contender(POSTGRES_URL, 2)
+    db = contender.create("floor-test")
+    assert isinstance(db, bench_postgres.PgDatabase)
+    turns = _common.make_turns(2, seed=99, start=10**6)
+    try:
+        await db.add_history("bench", _common.history(8))
+        await _common.write_turns(db.session(_write_floor.TEMPLATE), turns)
+        write, close = await _write_floor.postgres_floor_writer(db.url, db.schema, "bench")
+        try:
+            with _roundtrips.counting_round_trips() as counted:
+                for _ in turns:
+                    await write()
+        finally:
+            await close()
+        assert counted.count == len(turns)  # one pipeline each: one round trip
+        store = db.store
+        assert isinstance(store, Store)
+        items = await StructuredSession("bench", store).get_items()
+        assert items == _common.history(8) + _common.flatten(turns)
+    finally:
+        await db.close()
 
 
 def test_sqlalchemy_url_uses_the_async_psycopg_driver() -> None:

@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import _common  # noqa: E402
+import _write_floor  # noqa: E402
 import bench_session  # noqa: E402
 from turnstore import Store, StructuredSession  # noqa: E402
 
@@ -99,6 +100,28 @@ async def test_fill_store_builds_what_add_items_builds(tmp_path: Path) -> None:
     finally:
         bulk.close()
         plain.close()
+
+
+async def test_the_write_floor_stores_what_turnstore_stores(tmp_path: Path) -> None:
+    """The floor inserts turnstore's own rows: turnstore reads them back as the turns, each run
+    hung below the last, the session's head moved."""
+    path = tmp_path / "floor.db"
+    turns = _common.make_turns(3, seed=99, start=10**6)
+    with Store.open(path) as store:
+        await _common.fill_store(store, "bench", _common.history(8))
+        await _common.write_turns(StructuredSession(_write_floor.TEMPLATE, store), turns)
+    write, close = _write_floor.sqlite_floor_writer(path, "bench")
+    try:
+        for _ in turns:
+            await write()
+    finally:
+        close()
+    with Store.open(path) as store:
+        assert await store.get_items("bench") == _common.history(8) + _common.flatten(turns)
+        runs = await store.runs("bench")
+        assert [run.user_message for run in runs[2:]] == [turn[0][0]["content"] for turn in turns]
+        for run in runs:
+            assert len(await store.tool_calls(session_id="bench", run_id=run.id)) == 1
 
 
 async def test_edited_session_has_the_asked_shape(tmp_path: Path) -> None:
