@@ -162,6 +162,9 @@ class SourceKind(str, Enum):
     sqlalchemy = "sqlalchemy"
     jsonl = "jsonl"
     json = "json"
+    langchain = "langchain"
+    pydantic_ai = "pydantic-ai"
+    adk = "adk"
 
 
 @command(110, "import")
@@ -172,7 +175,8 @@ def import_(
         typer.Argument(
             metavar="SOURCE",
             help="A SQLite file of the SDK's SQLiteSession or AdvancedSQLiteSession, a "
-            "SQLAlchemy URL of SQLAlchemySession tables, or a turnstore export (jsonl, json).",
+            "SQLAlchemy URL of SQLAlchemySession tables, a turnstore export (jsonl, json), or "
+            "a JSON file of LangChain, Pydantic AI or ADK histories (--from).",
             show_default=False,
         ),
     ],

@@ -7,16 +7,26 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigurationError, ConnectionFailedError, SchemaError
+from . import adk, langchain, pydantic_ai
 from .base import Source
 from .exports import ExportSource
+from .histories import HistorySource
 from .sdk_sqlalchemy import SQLAlchemySource
 from .sdk_sqlite import SQLiteSource
 
 __all__ = ["SOURCE_KINDS", "open_source"]
 
 
-SOURCE_KINDS = ("auto", "sqlite", "sqlalchemy", "jsonl", "json")
-"""What ``--from`` accepts: ``sqlite`` covers both SQLiteSession and AdvancedSQLiteSession."""
+SOURCE_KINDS = ("auto", "sqlite", "sqlalchemy", "jsonl", "json", "langchain", "pydantic-ai", "adk")
+"""What ``--from`` accepts: ``sqlite`` covers both SQLiteSession and AdvancedSQLiteSession;
+the last three read other frameworks' histories (``importers.histories``), never guessed."""
+
+# Each framework's reading of its file and turning of one message into items.
+_FRAMEWORKS = {
+    "langchain": (langchain.read, langchain.convert),
+    "pydantic-ai": (pydantic_ai.read, pydantic_ai.convert),
+    "adk": (adk.read, adk.convert),
+}
 
 
 def open_source(location: str, kind: str = "auto", *, messages_table: str | None = None) -> Source:
@@ -35,6 +45,8 @@ def open_source(location: str, kind: str = "auto", *, messages_table: str | None
         return SQLAlchemySource(location, messages_table)
     if kind in ("jsonl", "json"):
         return ExportSource(location, kind)
+    if kind in _FRAMEWORKS:
+        return HistorySource(location, kind, *_FRAMEWORKS[kind])
     return SQLiteSource(location, messages_table)
 
 
