@@ -17,10 +17,12 @@ from typing import Any
 
 
 class RoundTrips:
-    """The round trips counted so far (``count``)."""
+    """The round trips counted so far (``count``), and the statements sent (``statements``:
+    every ``AsyncCursor.execute``, ``AsyncConnection.execute`` included)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.statements = 0
 
 
 @contextlib.contextmanager
@@ -33,6 +35,7 @@ def counting_round_trips() -> Iterator[RoundTrips]:
     fetch = psycopg.AsyncCursor._fetch_pipeline
     sync, exit_ = _pipeline_base.BasePipeline._sync_gen, _pipeline_base.BasePipeline._exit_gen
     execute = generators.execute
+    cursor_execute = psycopg.AsyncCursor.execute
 
     async def counting_fetch(self: Any) -> None:
         if self._conn._pipeline is not None and self._execmany_returning is not False:
@@ -50,6 +53,10 @@ def counting_round_trips() -> Iterator[RoundTrips]:
         counted.count += pending(self)
         return exit_(self)
 
+    async def counting_cursor_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counted.statements += 1
+        return await cursor_execute(self, *args, **kwargs)
+
     def counting_execute(pgconn: Any) -> Any:
         counted.count += 1  # a statement outside a pipeline
         return execute(pgconn)
@@ -60,6 +67,7 @@ def counting_round_trips() -> Iterator[RoundTrips]:
         (_pipeline_base.BasePipeline, "_exit_gen", exit_, counting_exit),
         (generators, "execute", execute, counting_execute),
         (_cursor_base, "execute", execute, counting_execute),
+        (psycopg.AsyncCursor, "execute", cursor_execute, counting_cursor_execute),
     ]
     for owner, name, _, patched in patches:
         setattr(owner, name, patched)

@@ -1,13 +1,18 @@
-"""Deterministic costs of turnstore's hot paths: SQL statements and Python calls per call.
+"""Deterministic costs of turnstore's hot paths: SQL statements, round trips and Python calls
+per call.
 
     .venv/bin/python bench/bench_counts.py            # a write turn at 1,000 items, full reads
     .venv/bin/python bench/bench_counts.py --quick    # smaller
+    .venv/bin/python bench/bench_counts.py --postgres postgresql://postgres@127.0.0.1/test
 
 Wall times wobble by tens of percent on a shared machine; these counts do not, so they are
 what an A/B comparison of two commits quotes first (run this file of each commit on the same
 SDK items). Python calls are every Python-level function call and generator resume, on every
 thread (the event loop's and SQLite's worker), counted by a profile hook; statements are what
 the SQLite connection ran (``BEGIN`` and ``COMMIT`` included), counted by its trace callback.
+On SQLite a statement is a call into the library, not a round trip. With ``--postgres``, the
+same write turn and reads on PostgreSQL: statements psycopg sent and network round trips (each
+point where the client waits for the server: ``_roundtrips.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ import argparse
 import asyncio
 import sys
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from _common import (
     ITEMS_PER_TURN,
@@ -29,7 +37,10 @@ from _common import (
     two_batches,
     write_turns,
 )
+from _roundtrips import counting_round_trips
 from turnstore import Store, StructuredSession
+
+TAIL = 20  # the limit of the "last N" read
 
 
 class Counter:
@@ -114,32 +125,77 @@ async def measure_size(directory: Path, size: int, turns: int) -> list[tuple[str
         statements_two = await _statements(store, write_two)
         calls_two = await counter.count(write_two)
         read_calls = await counter.count(read)
+        read_statements = await _statements(store, read)
+        tail_statements = await _statements(store, lambda: session.get_items(TAIL))
         read_size = size + ITEMS_PER_TURN * (4 * turns + 1)
         return [
             (f"write turn @{size}: statements", statements / turns),
             (f"write turn @{size}: Python calls", calls / turns),
             (f"write 2-batch turn @{size}: statements", statements_two / turns),
             (f"write 2-batch turn @{size}: Python calls", calls_two / turns),
+            (f"get_items() @{read_size}: statements", read_statements / turns),
             (f"get_items() @{read_size}: Python calls", read_calls / turns),
+            (f"get_items({TAIL}) @{read_size}: statements", tail_statements),
         ]
     finally:
         await store.aclose()
 
 
-async def measure(directory: Path, sizes: Sequence[int], turns: int) -> list[tuple[str, float]]:
-    """``measure_size`` at each size."""
-    return [row for size in sizes for row in await measure_size(directory, size, turns)]
+async def measure_postgres_size(url: str, size: int, turns: int) -> list[tuple[str, float]]:
+    """PostgreSQL's statements and round trips per write turn (three ``add_items``, and the
+    two-batch form) and per read, at ``size`` items, in a schema of its own (dropped after)."""
+    schema = f"bench_counts_{uuid.uuid4().hex[:8]}"
+    store = Store.open(url, schema=schema)
+    try:
+        await fill_store(store, "bench", history(size))
+        session = StructuredSession("bench", store)
+        new = iter(make_turns(2 * turns + 1, seed=99, start=10**6))
+        await write_turns(session, [next(new)])  # warm: the pool's connection made
+        rows: list[tuple[str, float]] = []
+        for name, action, times in (
+            (f"write turn @{size}", lambda: write_turns(session, [next(new)]), turns),
+            (
+                f"write 2-batch turn @{size}",
+                lambda: write_turns(session, [two_batches(next(new))]),
+                turns,
+            ),
+            ("get_items()", session.get_items, turns),
+            (f"get_items({TAIL})", lambda: session.get_items(TAIL), turns),
+        ):
+            with counting_round_trips() as counted:
+                for _ in range(times):
+                    await action()
+            rows.append((f"postgres {name}: statements", counted.statements / times))
+            rows.append((f"postgres {name}: round trips", counted.count / times))
+        return rows
+    finally:
+        await store.aclose()
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def measure(
+    directory: Path, sizes: Sequence[int], turns: int, postgres: str | None = None
+) -> list[tuple[str, float]]:
+    """``measure_size`` at each size, then ``measure_postgres_size`` on ``postgres`` (a URL)."""
+    rows = [row for size in sizes for row in await measure_size(directory, size, turns)]
+    if postgres is not None:
+        rows += [
+            row for size in sizes for row in await measure_postgres_size(postgres, size, turns)
+        ]
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--postgres", metavar="URL", help="also count on this PostgreSQL server")
     args = parser.parse_args(argv)
     sizes = (100,) if args.quick else (1_000, 20_000)
     turns = 2 if args.quick else 10
     with tempfile.TemporaryDirectory(prefix="turnstore-counts-") as directory:
-        rows = asyncio.run(measure(Path(directory), sizes, turns))
+        rows = asyncio.run(measure(Path(directory), sizes, turns, args.postgres))
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:10.1f}")

@@ -1,11 +1,17 @@
 """bench/bench_counts.py works: it counts a write turn's statements and the Python calls of
-both threads (no timing is asserted; the counts belong to ``bench/``)."""
+both threads, and on PostgreSQL the statements and network round trips (no timing is
+asserted; the counts belong to ``bench/``). The statement and round-trip counts are held at
+most at what they were when counted first (issue 32): they may shrink, not grow."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 from pathlib import Path
+
+import pytest
+
+from support import POSTGRES_URL, require_postgres
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -16,9 +22,24 @@ import bench_counts  # noqa: E402
 def test_the_count_benchmark_counts_both_threads(tmp_path: Path) -> None:
     rows = dict(asyncio.run(bench_counts.measure(tmp_path, [100], turns=1)))
     # Three add_items calls, each a transaction of its own (BEGIN ... COMMIT) and more.
-    assert rows["write turn @100: statements"] > 6
+    assert 6 < rows["write turn @100: statements"] <= 22
     # The worker thread's calls are counted too: the operation's generators run there.
     assert rows["write turn @100: Python calls"] > 100
     # The two-batch form: two transactions.
-    assert rows["write 2-batch turn @100: statements"] > 4
+    assert 4 < rows["write 2-batch turn @100: statements"] <= 17
     assert rows["get_items() @120: Python calls"] > 50
+    assert rows["get_items() @120: statements"] <= 3
+    assert rows["get_items(20) @120: statements"] <= 3
+
+
+@pytest.mark.postgres
+def test_the_count_benchmark_counts_postgres_round_trips(tmp_path: Path) -> None:
+    require_postgres()
+    rows = dict(asyncio.run(bench_counts.measure(tmp_path, [100], turns=1, postgres=POSTGRES_URL)))
+    # A write turn is three transactions, each at least one round trip (its commit).
+    assert 3 <= rows["postgres write turn @100: round trips"] <= 12
+    assert rows["postgres write turn @100: statements"] <= 33
+    assert 2 <= rows["postgres write 2-batch turn @100: round trips"] <= 9
+    for read in ("get_items()", "get_items(20)"):
+        assert 1 <= rows[f"postgres {read}: round trips"] <= 2
+        assert rows[f"postgres {read}: statements"] <= 4
