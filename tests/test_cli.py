@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import json
 import re
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -361,11 +362,16 @@ def test_adopt_takes_over_an_sdk_file_in_place(tmp_path: Path) -> None:
     assert {t: count(str(db), t) for t in counts} == counts
 
 
-def test_adopt_refuses_what_it_cannot_adopt(advanced_db: tuple[Path, Any], tmp_path: Path) -> None:
-    advanced, _ = advanced_db
-    before = advanced.read_bytes()
-    assert "AdvancedSQLiteSession" in error_line(cli("adopt", "--db", str(advanced), code=1))
-    assert advanced.read_bytes() == before
+def test_adopt_takes_an_advanced_file_and_refuses_what_it_cannot_adopt(
+    advanced_db: tuple[Path, Any], tmp_path: Path
+) -> None:
+    source, sdk_branches = advanced_db
+    advanced = tmp_path / "advanced.db"
+    shutil.copy(source, advanced)
+    assert "1 session adopted" in cli("adopt", "--db", str(advanced)).stdout
+    assert asyncio.run(store_items(advanced, "adv")) == sdk_branches["main"]
+    names = [b["name"] for b in cli_json("branches", "adv", "--db", str(advanced))]
+    assert sorted(names) == ["main", "osaka", "rome"]
     missing = tmp_path / "missing.db"
     assert "no database at" in error_line(cli("adopt", "--db", str(missing), code=1))
     assert not missing.exists()
@@ -837,6 +843,9 @@ def test_import_advanced_sqlite_session_with_branches(
     assert (summary["runs"], summary["items"]) == (5, 14 + 2 + 4)
     # Every branch comes back exactly as the SDK returns it; main is the head.
     assert asyncio.run(store_items(db, "adv")) == sdk_branches["main"]
+    # With the SDK's branch names.
+    names = [b["name"] for b in cli_json("branches", "adv", "--db", str(db))]
+    assert sorted(names) == sorted(sdk_branches)
     paths = asyncio.run(branch_paths(db, "adv"))
     assert sorted(paths, key=json.dumps) == sorted(sdk_branches.values(), key=json.dumps)
     # Branches are siblings at their fork points.

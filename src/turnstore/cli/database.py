@@ -41,13 +41,14 @@ def check_database(target: str, *, create: bool, sdk: bool = False) -> None:
     if info.kind == "empty":
         raise SchemaError(f"{target} is an empty database, not a turnstore database")
     listed = ", ".join(info.tables[:6]) + (", …" if len(info.tables) > 6 else "")
+    if info.kind in ("sdk-sessions", "sdk-advanced") and sdk:
+        return
     if info.kind == "sdk-advanced":
         raise SchemaError(
             f"{target} is an AdvancedSQLiteSession database (tables {listed}), not a turnstore "
-            f"database: copy its conversations into another with `turnstore import {target}`"
+            f"database: adopt its conversations in place with `turnstore adopt --db {target}` "
+            f"or copy them into another with `turnstore import {target}`"
         )
-    if info.kind == "sdk-sessions" and sdk:
-        return
     if info.kind == "sdk-sessions":
         raise SchemaError(
             f"{target} is an Agents SDK session database (tables {listed}), not a turnstore "

@@ -14,11 +14,20 @@ from typing import Any
 from ..domain.model import Run
 from . import statements as S
 from .append import GraftRun, graft
-from .lock import set_head
+from .branches import branch_tree
+from .lock import lock_session, set_head
 from .ops import Capability, Op, supports
 from .reads import session_info, session_tree
 
-__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "supersede", "unadopted"]
+__all__ = [
+    "AdoptionPlan",
+    "adopt",
+    "adopted_ids",
+    "keep_names",
+    "sdk_tables_held",
+    "supersede",
+    "unadopted",
+]
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,8 @@ class AdoptionPlan:
     runs: Sequence[GraftRun]
     head: int | None  # the index in ``runs`` of the SDK's head, if it is a new run
     stored_head: int | None  # else the stored run that holds it
+    # The SDK's branch names (AdvancedSQLiteSession's), given the new runs' ids.
+    names: Callable[[Sequence[int]], list[tuple[int, str]]] = lambda ids: []
 
 
 def sdk_tables_held() -> Op[bool]:
@@ -75,8 +86,29 @@ def adopt(
     info = yield from session_info(sid)
     planned = plan((yield from session_tree(sid)) if info is not None else ())
     follow = info is None or info.head_run_id is None
+    ids: list[int] = []
     if planned.runs:
-        yield from graft(sid, planned.runs, planned.head if follow else None, now)
+        ids = yield from graft(sid, planned.runs, planned.head if follow else None, now)
     if follow and planned.stored_head is not None:
         yield from set_head(sid, planned.stored_head, now)
+    yield from keep_names(sid, planned.names(ids), now)
     return True
+
+
+def keep_names(session_id: str, names: Sequence[tuple[int, str]], now: Any) -> Op[None]:
+    """Name the branch each run of ``names`` is on as its source named it (an
+    AdvancedSQLiteSession's ``branch_id``), where that branch has no name yet and no other
+    branch of the session has the name: bringing history in never renames a branch."""
+    if not names:
+        return
+    yield from lock_session(session_id, now)  # names are unique: one writer at a time
+    tree = yield from branch_tree(session_id)
+    held = dict(tree.names)  # fork run → name
+    used = set(held.values())
+    for run_id, name in names:
+        fork = tree.fork_of.get(run_id)
+        if fork is None or fork in held or name in used:
+            continue
+        yield S.NAME_BRANCH({"sid": session_id, "id": fork, "name": name})
+        held[fork] = name
+        used.add(name)

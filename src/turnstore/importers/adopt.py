@@ -122,4 +122,4 @@ def _plan(
         )
         for run, batch in zip(plan.runs, batches, strict=True)
     ]
-    return AdoptionPlan(grafts, plan.head, plan.stored_head)
+    return AdoptionPlan(grafts, plan.head, plan.stored_head, plan.named_runs)

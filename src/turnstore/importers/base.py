@@ -39,6 +39,8 @@ class SourceRun:
     usage: Usage | None = None
     created_at: datetime | None = None
     children: list[SourceRun] = field(default_factory=list)
+    # The name of the source's branch this run starts (its first run on no older branch).
+    branch_name: str | None = None
 
 
 @dataclass(eq=False)
@@ -71,8 +73,10 @@ class TreeBuilder:
         self.session = session
         self._index: dict[tuple[int, Hashable], SourceRun] = {}
 
-    def add_path(self, runs: Iterable[SourceRun]) -> SourceRun | None:
-        """Add a path of runs (root first); return its leaf as stored in the tree."""
+    def add_path(self, runs: Iterable[SourceRun], name: str | None = None) -> SourceRun | None:
+        """Add a path of runs (root first); return its leaf as stored in the tree. ``name``
+        (the source's name of the branch) goes to the path's first run new to the tree: a
+        path with none of its own is a branch turnstore has no handle for, and its name goes."""
         parent: SourceRun | None = None
         for run in runs:
             slot = (id(parent), run.key)
@@ -80,6 +84,7 @@ class TreeBuilder:
             if existing is None:
                 (parent.children if parent is not None else self.session.roots).append(run)
                 self._index[slot] = existing = run
+                run.branch_name, name = name, None
             elif existing.usage is None:
                 existing.usage = run.usage
             parent = existing

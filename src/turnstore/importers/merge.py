@@ -5,7 +5,7 @@ whole source (see the package's docstring for the merge rule).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import transfer
@@ -21,7 +21,7 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..formats.rows import ExactSession
-from ..store import Store, copying
+from ..store import Store, adoption, copying
 from ..store.chunks import overlapped, ranges
 from ..store.copying import write_session
 from ..store.tree import graft
@@ -102,9 +102,12 @@ async def merge_session(
     if on_items is not None and plan.present:
         on_items(plan.present)
     follow = bool(plan.runs) or info is None or info.head_run_id is None
-    await _write(store, sid, plan.runs, chunk_items, on_items, head=plan.head if follow else None)
+    ids = await _write(
+        store, sid, plan.runs, chunk_items, on_items, head=plan.head if follow else None
+    )
     if follow and plan.stored_head is not None:
         await store.move_head(sid, plan.stored_head, to_parent=False)
+    await adoption.keep_names(store, sid, plan.named_runs(ids))
     return MergeResult(
         existed=info is not None,
         runs=len(plan.runs),
@@ -160,6 +163,17 @@ class MergePlan:
     head: int | None  # the index in ``runs`` of the source's head, if it is a new run
     stored_head: int | None  # else the stored run that holds it
     present: int  # items the store already holds
+    # The source's branch names: (index in ``runs`` or None, stored run id or None, name).
+    names: list[tuple[int | None, int | None, str]] = field(default_factory=list)
+
+    def named_runs(self, ids: Sequence[int]) -> list[tuple[int, str]]:
+        """The names as (run id, name), given the ids the new ``runs`` were written with."""
+        named = []
+        for new, stored, name in self.names:
+            run_id = ids[new] if new is not None else stored
+            if run_id is not None:
+                named.append((run_id, name))
+        return named
 
 
 def plan_merge(source: SourceSession, tree: Iterable[tuple[Run, list[Any]]]) -> MergePlan:
@@ -211,11 +225,17 @@ def plan_merge(source: SourceSession, tree: Iterable[tuple[Run, list[Any]]]) -> 
                 NewRun(run.items, parent_id=parent_id, usage=run.usage, created_at=run.created_at)
             )
     head = id(source.head) if source.head is not None else None
+    names = [
+        (at_new.get(id(run)), at_stored.get(id(run)), run.branch_name)
+        for run, _ in source.walk()
+        if run.branch_name is not None
+    ]
     return MergePlan(
         new_runs,
         at_new.get(head) if head is not None else None,
         at_stored.get(head) if head is not None else None,
         present,
+        names,
     )
 
 

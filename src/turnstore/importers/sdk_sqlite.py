@@ -10,7 +10,7 @@ from typing import Any
 
 from ..domain import validate
 from ..domain.model import Usage
-from ..errors import ConnectionFailedError, SchemaError
+from ..errors import ConnectionFailedError, InvalidOperationError, SchemaError
 from ..sqlite import connect_read_only
 from .base import (
     Source,
@@ -167,10 +167,18 @@ class SQLiteSource(Source):
             runs = runs_of(map(_item_row, branches[branch]), session)
             for run, keys in runs:
                 run.usage = usage.get((branch, turns[keys[0]]))
-            leaf = builder.add_path(run for run, _ in runs)
+            leaf = builder.add_path((run for run, _ in runs), _branch_name(branch))
             if session.head is None:
                 session.head = leaf
         return session
+
+
+def _branch_name(branch_id: Any) -> str | None:
+    """An AdvancedSQLiteSession ``branch_id`` as a turnstore branch name, if it can be one."""
+    try:
+        return validate.branch_name(branch_id)
+    except InvalidOperationError:
+        return None
 
 
 def _item_row(row: sqlite3.Row) -> SourceRow:

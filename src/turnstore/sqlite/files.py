@@ -52,7 +52,9 @@ FileKind = Literal["empty", "turnstore", "sdk-sessions", "foreign"]
 
 # The Agents SDK's SQLiteSession tables, and AdvancedSQLiteSession's extra ones.
 SDK_SESSION_TABLES = frozenset({"agent_sessions", "agent_messages"})
-SDK_ADVANCED_TABLES = frozenset({"message_structure", "turn_usage"})
+SDK_ADVANCED_TABLES = frozenset(
+    {"message_structure", "turn_usage", "branch_reservations", "session_clear_generations"}
+)
 
 
 def sqlite_file_kind(tables: Iterable[str]) -> FileKind:

@@ -15,7 +15,7 @@ from ..core.ops import Capability
 from ..domain.model import Run
 from .base import StoreBase
 
-__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "sdk_tables_held", "unadopted"]
+__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "keep_names", "sdk_tables_held", "unadopted"]
 
 
 async def sdk_tables_held(store: StoreBase) -> bool:
@@ -44,3 +44,11 @@ async def adopt(
     transaction; False (adding nothing) if a process adopted it before."""
     now = store.backend.now()
     return await store.backend.run(lambda: adoption.adopt(session_id, plan, now), write=True)
+
+
+async def keep_names(store: StoreBase, session_id: str, names: Sequence[tuple[int, str]]) -> None:
+    """Name the branches of ``names`` (run id, name) that have no name, with names no other
+    branch has, in one transaction (``turnstore import`` of an AdvancedSQLiteSession)."""
+    if names:
+        now = store.backend.now()
+        await store.backend.run(lambda: adoption.keep_names(session_id, names, now), write=True)
