@@ -33,6 +33,12 @@ class ExportFormatOption(str, Enum):
     jsonl = "jsonl"
     json = "json"
     markdown = "markdown"
+    atif = "atif"
+    ui_messages = "ui-messages"
+
+
+# One JSON document per session: several sessions are written as an array of them.
+_DOCUMENTS = (ExportFormatOption.json, ExportFormatOption.atif, ExportFormatOption.ui_messages)
 
 
 @command(90)
@@ -53,7 +59,9 @@ def export(
             "-f",
             help="jsonl: one item a line, each run's rows on its first line; json: each "
             "session's tree (an array for several sessions); both carry every row copy carries, "
-            "which `turnstore import` writes back; markdown: for reading (not imported).",
+            "which `turnstore import` writes back; markdown: for reading (not imported); "
+            "atif: an ATIF trajectory; ui-messages: Vercel AI SDK UIMessages (both: the "
+            "active path only).",
         ),
     ] = ExportFormatOption.jsonl,
     active: Annotated[
@@ -75,8 +83,8 @@ def export(
     schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Export sessions: every branch unless --active. With --output, a summary is printed
-    (as JSON with --json)."""
+    """Export sessions: every branch unless --active (atif and ui-messages: the active path).
+    With --output, a summary is printed (as JSON with --json)."""
     if as_json and output is None:
         raise fail("--json prints a summary of the export, so it needs --output FILE")
 
@@ -100,11 +108,11 @@ def export(
                 advance(0, len(wanted))
                 # On a terminal, stored text must not drive it (JSON stays the same data).
                 terminal = output is None and sys.stdout.isatty()
-                # json: one session's document, or an array of them for several.
-                array = fmt is ExportFormatOption.json and len(wanted) != 1
+                array = fmt in _DOCUMENTS and len(wanted) != 1
+                linear = active or fmt in (ExportFormatOption.atif, ExportFormatOption.ui_messages)
                 out.write("[\n" if array else "")
                 for index, sid in enumerate(wanted):
-                    text = await store.export(sid, fmt.value, all_branches=not active)
+                    text = await store.export(sid, fmt.value, all_branches=not linear)
                     if terminal:
                         markdown = fmt is ExportFormatOption.markdown
                         text = safe_text(text) if markdown else json_safe(text)

@@ -20,6 +20,8 @@ writes a session new to the store exactly as it was exported; Markdown is for re
   and its runs, each the run's record (as above) with ``children`` and ``items``.
 - **markdown**: for reading: each run's user message, tool calls (arguments, output, status,
   duration), and answer; with every branch, runs in depth-first order, each fork labelled.
+- **atif**, **ui-messages**: the active path as an ATIF trajectory or as the Vercel AI SDK's
+  ``UIMessage`` list (``formats.trajectories``); one course only, never every branch.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ from ..domain.jsonout import dumps
 from ..domain.model import NewRun, Run, ToolCall, Usage
 from ..errors import InvalidItemError
 from .rows import rows_by_run, run_record
+from .trajectories import atif, ui_messages
 
 __all__ = [
     "FORMATS",
+    "LINEAR",
     "VERSION",
     "ExportFormat",
     "JsonlSession",
@@ -52,8 +56,10 @@ VERSION = 3
 """The JSON document's ``version``: 2 adds the rows of each run that copy carries (1: items,
 tree, usage and catalogue only), 3 each run's annotations; an import reads every one."""
 
-ExportFormat = Literal["jsonl", "json", "markdown"]
-FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown")
+ExportFormat = Literal["jsonl", "json", "markdown", "atif", "ui-messages"]
+FORMATS: tuple[ExportFormat, ...] = ("jsonl", "json", "markdown", "atif", "ui-messages")
+LINEAR: tuple[ExportFormat, ...] = ("atif", "ui-messages")
+"""The formats that hold one course, not a tree (``formats.trajectories``)."""
 
 
 def _time(value: datetime | None) -> str | None:
@@ -70,6 +76,10 @@ def render(data: ExportData, fmt: ExportFormat) -> str:
         return _jsonl(data)
     if fmt == "json":
         return _json(data)
+    if fmt == "atif":
+        return dumps(atif(data), indent=2)
+    if fmt == "ui-messages":
+        return dumps(ui_messages(data), indent=2)
     return _markdown(data)
 
 

@@ -198,15 +198,22 @@ class AnalyticsMixin(StoreBase):
     async def export(
         self, session_id: str, format: ExportFormat = "jsonl", *, all_branches: bool = False
     ) -> str:
-        """The session as ``"jsonl"`` (one item a line), ``"json"`` (the tree) or ``"markdown"``.
+        """The session as ``"jsonl"`` (one item a line), ``"json"`` (the tree), ``"markdown"``,
+        ``"atif"`` (an ATIF trajectory) or ``"ui-messages"`` (Vercel AI SDK ``UIMessage``s).
 
-        The active path by default; ``all_branches=True`` exports every run of the tree. See
+        The active path by default; ``all_branches=True`` exports every run of the tree (not
+        with ``atif`` or ``ui-messages``, which hold one course). See
         ``turnstore.formats.export`` for the formats; ``runs_from_jsonl`` reads JSONL back for
         ``add_runs``. Raises ``SessionNotFoundError`` for an unknown session.
         """
         sid = validate.key(session_id, "session_id")
         fmt = validate.choice(format, "format", export.FORMATS)
         every = validate.flag(all_branches, "all_branches")
+        if every and fmt in export.LINEAR:
+            raise InvalidOperationError(
+                f"{fmt} holds one course of a conversation: export the active path "
+                "(all_branches=False)"
+            )
         data = await self.backend.run(lambda: queries.export_data(sid, every), write=False)
         # On a thread of its own: a long session's rendering does not hold up the event loop,
         # and the deepest item JSON can hold (see export._dumps) has the whole stack to render.
