@@ -38,10 +38,13 @@ CROSS_SESSION = {
     "index_backlog": "feeds the store-wide search index the items it lacks (SQLite)",
     "mark_indexed": "records how far the store-wide search index reaches (SQLite)",
     "copy_backlog": "a read-only store's private copy of what the search index lacks (SQLite)",
-    "sessions_by_created_at": "the session catalogue, newest first",
-    "sessions_by_created_at_user": "the session catalogue of one user",
-    "sessions_by_updated_at": "the session catalogue, recently active first",
-    "sessions_by_updated_at_user": "the session catalogue of one user",
+    **{
+        f"sessions_by_{order}{user}": f"the session catalogue{of}, by {order.replace('_', ' ')}"
+        for order in ("created_at", "updated_at", "runs", "tokens", "tool_calls", "failures")
+        for user, of in (("", ""), ("_user", " of one user"))
+    },
+    "count_sessions": "how many sessions the catalogue's filters keep",
+    "count_sessions_user": "how many of one user's sessions the catalogue's filters keep",
     "model_responses_by_all": "model responses across the store (analytics)",
     "session_summaries": "the summaries of a catalogue page's sessions, by a list of ids",
     "slowest_spans_by_all": "the slowest trace spans across the store (analytics)",

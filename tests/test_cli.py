@@ -446,7 +446,8 @@ def test_sessions_show_what_each_holds(demo_db: str) -> None:
     header = next(line for line in lines if "┃" in line)  # rich's heavy header row
     rows = [line for line in lines if "│" in line]
     assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-        "session", "title", "user", "runs", "branches", "tokens", "failed", "created", "updated",
+        "session", "title", "user", "runs", "branches", "tokens", "tools", "failed", "created",
+        "updated",
     ]  # fmt: skip
     demo_row = next(row for row in rows if row.split("│")[1].strip() == "demo")
     cells = [cell.strip() for cell in demo_row.split("│")[1:-1]]

@@ -47,7 +47,7 @@ async def test_each_session_s_numbers(store: Store) -> None:
     tree = await store.tree("forked")
     tokens = sum(run.usage.total_tokens for run, _ in tree)
     assert summaries["forked"] == SessionSummary(
-        runs=3, branches=2, total_tokens=tokens, failed_runs=0, failed_tool_calls=1
+        runs=3, branches=2, total_tokens=tokens, failed_runs=0, failed_tool_calls=1, tool_calls=3
     )
     assert summaries["failed"] == SessionSummary(runs=2, branches=1, failed_runs=1)
     assert summaries["bare"] == SessionSummary()

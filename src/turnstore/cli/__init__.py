@@ -8,8 +8,8 @@ create, migrate or write it, and work on a file or directory they cannot write.
 
 The modules: ``app`` (the Typer app, ``main``), ``options`` (the options the commands share),
 ``database`` (opening the database a command names, errors as one line), ``output`` (safe
-text, JSON, tables), and one module per group of commands: ``reading`` (show, runs,
-sessions), ``window`` (which runs of a long session they print), ``branching``
+text, JSON, tables), and one module per group of commands: ``reading`` (show, runs),
+``catalogue`` (sessions), ``window`` (which runs of a long session they print), ``branching``
 (branches: list, name, switch), ``analytics`` (tools, search, usage), ``data`` (export,
 import, migrate, adopt), ``query`` (read-only SQL), ``retention`` (prune), ``transfer``
 (copy), ``server`` (demo, serve), ``traces`` (otel). A command is declared where it is

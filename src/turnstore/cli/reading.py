@@ -1,12 +1,10 @@
-"""Reading conversations: ``show`` (a session's run tree), ``runs`` (its runs as a table) and
-``sessions`` (the catalogue, a page at a time)."""
+"""Reading conversations: ``show`` (a session's run tree) and ``runs`` (its runs as a table);
+the catalogue of sessions is ``catalogue``'s."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -15,17 +13,14 @@ from rich.tree import Tree
 from .. import Store
 from ..domain import jsonout
 from ..domain.model import (
-    FIRST_PAGE,
     Annotation,
     Branch,
     Run,
     SessionInfo,
-    SessionPage,
-    SessionSummary,
     ToolCall,
 )
 from ..domain.units import duration_text
-from ..errors import InvalidOperationError, SessionNotFoundError
+from ..errors import SessionNotFoundError
 from .annotating import annotation_text
 from .app import command
 from .database import open_store, run_command
@@ -37,10 +32,8 @@ from .options import (
     SchemaOption,
     SessionArg,
     TsvOption,
-    limit_option,
     output_format,
     resolve_target,
-    user_option,
 )
 from .output import (
     Format,
@@ -58,7 +51,7 @@ from .output import (
 )
 from .window import FromOption, LastOption, PageLimitOption, Window, on_terminal, window
 
-__all__ = ["runs", "sessions", "show"]
+__all__ = ["runs", "show"]
 
 
 def _call_text(call: ToolCall, width: int | None) -> Text:
@@ -404,132 +397,3 @@ def _matches(note: Annotation, wanted: str) -> bool:
     except ValueError:
         pass
     return note.label == wanted
-
-
-def failed_text(summary: SessionSummary) -> str:
-    """A session's failures in a cell: ``2 runs · 1 call``; empty when none failed."""
-    parts = [
-        f"{count:,} {noun}{'s' * (count != 1)}"
-        for count, noun in ((summary.failed_runs, "run"), (summary.failed_tool_calls, "call"))
-        if count
-    ]
-    return " · ".join(parts)
-
-
-def _metadata_filter(pairs: Sequence[str]) -> dict[str, Any] | None:
-    """``KEY=VALUE`` pairs; a value that reads as JSON (42, true, null) is that value."""
-    if not pairs:
-        return None
-    result: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise InvalidOperationError(f"--meta takes KEY=VALUE, not {pair!r}")
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            value = raw
-        result[key] = value if isinstance(value, (str, int, float, bool, type(None))) else raw
-    return result
-
-
-class SessionOrderOption(str, Enum):
-    """How ``sessions`` orders its listing."""
-
-    created = "created"
-    updated = "updated"
-
-
-@command(40)
-def sessions(
-    ctx: typer.Context,
-    user: Annotated[str | None, user_option("Only this user's sessions.")] = None,
-    meta: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Only sessions whose metadata has KEY equal to VALUE (repeatable).",
-            metavar="KEY=VALUE",
-            show_default=False,
-        ),
-    ] = None,
-    order: Annotated[
-        SessionOrderOption, typer.Option(help="Newest first by creation or by last write.")
-    ] = SessionOrderOption.created,
-    limit: Annotated[int, limit_option("Sessions per page.")] = 50,
-    after: Annotated[
-        str | None,
-        typer.Option(
-            help="The cursor printed under the previous page.", metavar="CURSOR", show_default=False
-        ),
-    ] = None,
-    db: DbOption = None,
-    schema: SchemaOption = None,
-    as_json: JsonOption = False,
-    ndjson: NdjsonOption = False,
-    csv: CsvOption = False,
-    tsv: TsvOption = False,
-) -> None:
-    """List sessions, newest first, a page at a time."""
-    fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
-
-    async def go() -> tuple[SessionPage, dict[str, SessionSummary]]:
-        async with open_store(resolve_target(ctx, db, schema)) as store:
-            page = await store.sessions(
-                user_id=user,
-                metadata=_metadata_filter(meta or []),
-                order_by="created_at" if order is SessionOrderOption.created else "updated_at",
-                limit=limit,
-                after=FIRST_PAGE if after is None else after,
-            )
-            # One query for the page's numbers, not one per session.
-            ids = [info.session_id for info in page]
-            return page, await store.session_summaries(ids)
-
-    page, summaries = run_command(go())
-    records = [
-        {**jsonout.fields(info), **jsonout.fields(summaries[info.session_id])} for info in page
-    ]
-    if fmt is Format.json:
-        print_json({"sessions": records, "next_cursor": page.next_cursor})
-        return
-    if fmt is not Format.table:
-        # A row a session; the next page's cursor on stderr, where it does not mix with rows.
-        print_records(fmt, records)
-        if page.next_cursor is not None:
-            typer.echo(f"More: --after {page.next_cursor}", err=True)
-        return
-    # Paired before printable escapes the ids the summaries are keyed by.
-    rows = printable([(info, summaries[info.session_id]) for info in page.sessions])
-    table = make_table(
-        None,
-        [
-            ("session", "id"),
-            ("title", "left"),
-            ("user", "left"),
-            ("runs", "right"),
-            ("branches", "right"),
-            ("tokens", "right"),
-            ("failed", "right"),
-            ("created", "left"),
-            ("updated", "left"),
-        ],
-    )
-    for info, summary in rows:
-        table.add_row(
-            Text(info.session_id),
-            Text(one_line(info.title, 50)),
-            Text(info.user_id or ""),
-            f"{summary.runs:,}",
-            f"{summary.branches:,}",
-            f"{summary.total_tokens:,}",
-            failed_text(summary),
-            timestamp(info.created_at),
-            timestamp(info.updated_at),
-        )
-    console = make_console()
-    if page.sessions:
-        console.print(table)
-    else:
-        console.print("No sessions.")
-    if page.next_cursor is not None:
-        console.print(f"More: --after {page.next_cursor}", style="dim")

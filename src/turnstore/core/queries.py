@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from ..domain import validate
 from ..domain.model import (
@@ -32,6 +32,7 @@ from ..domain.model import (
 )
 from ..domain.units import kept_ms
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
+from . import catalogue_sql as C
 from . import results as R
 from . import statements as S
 from .adoption import supersede
@@ -53,7 +54,10 @@ from .transfer import Chunk, read_chunk, session_annotations
 __all__ = [
     "GROUPS",
     "ORDERS",
+    "TIME_ORDERS",
     "ExportData",
+    "SessionFilter",
+    "count_sessions",
     "delete_session",
     "export_data",
     "list_sessions",
@@ -64,37 +68,70 @@ __all__ = [
     "usage",
 ]
 
-SessionOrder = Literal["created_at", "updated_at"]
+SessionOrder = Literal["created_at", "updated_at", "runs", "tokens", "tool_calls", "failures"]
 UsageGroup = Literal["session", "user", "model", "agent", "day"]
-ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
+ORDERS: tuple[SessionOrder, ...] = get_args(SessionOrder)
+TIME_ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
 GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day")
+if ORDERS != C.SESSION_ORDERS:  # one list, spelt twice: as a type and as statements' keys
+    raise TypeError(f"SessionOrder {ORDERS} differs from the statements' {C.SESSION_ORDERS}")
 
 # ---------------------------------------------------------------------------------------------
 # The session catalogue
 
 
-# The catalogue's statements, by order and whether a user filters it.
-_SESSION_PAGES: Mapping[tuple[SessionOrder, bool], All[SessionRow]] = {
-    ("created_at", False): S.SESSIONS_BY_CREATED_AT,
-    ("created_at", True): S.SESSIONS_BY_CREATED_AT_USER,
-    ("updated_at", False): S.SESSIONS_BY_UPDATED_AT,
-    ("updated_at", True): S.SESSIONS_BY_UPDATED_AT_USER,
-}
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions a catalogue listing keeps (checked by ``Store.sessions``); None keeps
+    any. Times are bound for the backend; ``metadata`` is the JSON of the pairs to match."""
+
+    user_id: str | None = None
+    metadata: str | None = None
+    created_after: Any = None
+    created_before: Any = None
+    updated_after: Any = None
+    updated_before: Any = None
+    title: str | None = None  # a part of the title, any case
+    agent_name: str | None = None  # a run answered by this agent
+    model: str | None = None  # a run answered by this model
+    run_status: str | None = None  # a run in this status (model.RunStatus)
+    failed_tool_calls: bool = False  # a tool call that failed (toolcalls.call_failed)
+
+    def params(self) -> dict[str, Any]:
+        """The statement's parameters (user_id, unused unless the statement is by user)."""
+        return {
+            "user_id": self.user_id,
+            "meta": self.metadata,
+            "created_after": self.created_after,
+            "created_before": self.created_before,
+            "updated_after": self.updated_after,
+            "updated_before": self.updated_before,
+            "title": self.title,
+            "agent": self.agent_name,
+            "model": self.model,
+            "run_status": self.run_status,
+            "failed_calls": True if self.failed_tool_calls else None,
+        }
 
 
-def _encode_cursor(order: str, row: SessionInfo, raw_time: Any) -> str:
-    stamp = raw_time if isinstance(raw_time, str) else as_datetime(raw_time).isoformat()
-    data = json.dumps([order, stamp, row.session_id], ensure_ascii=False).encode("utf-8")
+def _encode_cursor(order: str, key: Any, session_id: str) -> str:
+    if order in TIME_ORDERS:
+        key = key if isinstance(key, str) else as_datetime(key).isoformat()
+    data = json.dumps([order, key, session_id], ensure_ascii=False).encode("utf-8")
     return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
-def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
+def _decode_cursor(cursor: str, order: str) -> tuple[Any, str]:
     try:
         data = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        kind, stamp, session_id = json.loads(data.decode("utf-8"))
-        # Both are bound as parameters: a stamp that is not a time (PostgreSQL fails on it)
-        # or a lone surrogate (no driver encodes it) cannot be from a cursor of ours.
-        datetime.fromisoformat(stamp)
+        kind, key, session_id = json.loads(data.decode("utf-8"))
+        # Both are bound as parameters: a key that is not a time or a number (PostgreSQL
+        # fails on it) or a lone surrogate (no driver encodes it) cannot be from a cursor of
+        # ours.
+        if kind in TIME_ORDERS:
+            datetime.fromisoformat(key)
+        elif type(key) is not int or not 0 <= key <= validate.MAX_INT:
+            raise ValueError(key)
         session_id.encode("utf-8")
     except (ValueError, TypeError, AttributeError, binascii.Error, RecursionError):
         raise InvalidOperationError(f"not a sessions cursor: {validate.shown(cursor)}") from None
@@ -104,7 +141,7 @@ def _decode_cursor(cursor: str, order: str) -> tuple[str, str]:
         raise InvalidOperationError(
             f"the cursor comes from a listing ordered by {kind}, not {order}"
         )
-    return stamp, session_id
+    return key, session_id
 
 
 def session_summaries(session_ids: list[str]) -> Op[dict[str, SessionSummary]]:
@@ -116,6 +153,7 @@ def session_summaries(session_ids: list[str]) -> Op[dict[str, SessionSummary]]:
             branches=int(row.branches or 0),
             total_tokens=int(row.total_tokens or 0),
             failed_runs=int(row.failed_runs or 0),
+            tool_calls=int(row.tool_calls),
             failed_tool_calls=int(row.failed_tool_calls),
         )
         for row in rows
@@ -124,45 +162,47 @@ def session_summaries(session_ids: list[str]) -> Op[dict[str, SessionSummary]]:
 
 
 def list_sessions(
-    *,
-    user_id: str | None,
-    metadata: str | None,
-    created_after: Any,
-    created_before: Any,
-    updated_after: Any,
-    updated_before: Any,
-    order_by: SessionOrder,
-    limit: int,
-    after: str | None,
+    where: SessionFilter, *, order_by: SessionOrder, limit: int, after: str | None
 ) -> Op[SessionPage]:
-    """One page of sessions, newest first by ``order_by``, after the cursor ``after``.
+    """One page of the sessions ``where`` keeps, newest (or largest) first by ``order_by``,
+    after the cursor ``after``.
 
-    Keyset pagination: the cursor is the last row's (time, session_id), so page 1,000 costs
-    what page 1 does. Ordered by ``created_at`` (immutable) every session that existed when
-    the listing began appears exactly once; ordered by ``updated_at`` a session written
-    between two pages moves to the front and is not repeated.
+    Keyset pagination: the cursor is the last row's (sort key, session_id). Ordered by a time
+    the page is read through its index, so page 1,000 costs what page 1 does; ordered by
+    ``created_at`` (immutable) every session that existed when the listing began appears
+    exactly once, and by ``updated_at`` a session written between two pages moves to the
+    front and is not repeated. Ordered by a number (runs, tokens, tool calls, failures) each
+    page adds up every kept session's rows, and a session whose number changes between two
+    pages moves.
     """
-    stamp, sid = _decode_cursor(after, order_by) if after is not None else (None, None)
-    rows = yield _SESSION_PAGES[order_by, user_id is not None](
+    key, sid = _decode_cursor(after, order_by) if after is not None else (None, None)
+    statement = C.SESSION_PAGES[order_by, where.user_id is not None]
+    rows: list[R.SessionListRow] = yield statement(
         {
-            "user_id": user_id,
-            "meta": metadata,
-            "created_after": created_after,
-            "created_before": created_before,
-            "updated_after": updated_after,
-            "updated_before": updated_before,
-            "cursor_time": stamp,
+            **where.params(),
+            "cursor_key": key,
             "cursor_sid": sid,
             "limit": limit + 1,  # one more, to know whether a next page exists
         }
     )
-    sessions = [session_from_row(row) for row in rows[:limit]]
+    sessions = [session_from_row(SessionRow(*row[:-1])) for row in rows[:limit]]
     next_cursor = None
     if len(rows) > limit:
         last = rows[limit - 1]
-        stamp = last.created_at if order_by == "created_at" else last.updated_at
-        next_cursor = _encode_cursor(order_by, sessions[-1], stamp)
+        next_cursor = _encode_cursor(order_by, _sort_key(order_by, last.sort_key), last.session_id)
     return SessionPage(sessions, next_cursor)
+
+
+def _sort_key(order: SessionOrder, key: Any) -> Any:
+    """A row's sort key as its cursor holds it: a time as stored, a number as an int."""
+    return key if order in TIME_ORDERS else int(key)
+
+
+def count_sessions(where: SessionFilter) -> Op[int]:
+    """How many sessions ``where`` keeps."""
+    statement = C.COUNT_SESSIONS_USER if where.user_id is not None else C.COUNT_SESSIONS
+    count = yield statement(where.params())
+    return int(count or 0)
 
 
 def delete_session(session_id: str, now: Any, updated_before: Any = None) -> Op[None]:

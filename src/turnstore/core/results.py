@@ -85,7 +85,22 @@ class SessionSummaryRow(NamedTuple):
     branches: Any
     total_tokens: Any
     failed_runs: Any
+    tool_calls: int
     failed_tool_calls: int
+
+
+class SessionListRow(NamedTuple):
+    """A row of ``sessions`` in a catalogue listing, with the value it is sorted by (a time,
+    or a number: runs, tokens, …), which the next page's cursor carries."""
+
+    session_id: str
+    user_id: str | None
+    title: str | None
+    metadata: str  # JSON text (tables.SESSION_COLUMNS)
+    head_run_id: int | None
+    created_at: Any
+    updated_at: Any
+    sort_key: Any
 
 
 class AncestorRow(NamedTuple):

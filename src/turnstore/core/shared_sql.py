@@ -192,6 +192,8 @@ def _catalogue(syntax: Syntax) -> dict[Statement, str]:
             ) THEN 1 END) AS branches,
             sum(r.total_tokens) AS total_tokens,
             count(CASE WHEN r.status = 'failed' THEN 1 END) AS failed_runs,
+            (SELECT count(*) FROM tool_calls t WHERE t.session_id = r.session_id)
+                AS tool_calls,
             (SELECT count(*) FROM tool_calls t
              WHERE t.session_id = r.session_id AND {_FAILED}) AS failed_tool_calls
         FROM runs r

@@ -11,7 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from . import annotation_sql
+from . import annotation_sql, catalogue_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -333,11 +333,6 @@ MARK_COMPACTED = Execute("mark_compacted")
 # ---------------------------------------------------------------------------------------------
 # Queries and analytics (core.queries)
 
-# The session catalogue, by (order, filtered by user).
-SESSIONS_BY_CREATED_AT = All("sessions_by_created_at", row=SessionRow)
-SESSIONS_BY_CREATED_AT_USER = All("sessions_by_created_at_user", row=SessionRow)
-SESSIONS_BY_UPDATED_AT = All("sessions_by_updated_at", row=SessionRow)
-SESSIONS_BY_UPDATED_AT_USER = All("sessions_by_updated_at_user", row=SessionRow)
 # What each of a page of sessions holds: one grouped query (docs/scaling.md).
 SESSION_SUMMARIES = All("session_summaries", row=SessionSummaryRow)
 DELETE_SESSION_RETURNING = Value(
@@ -639,6 +634,8 @@ COPY_TOOL_CALL = Execute(
 
 STATEMENTS: tuple[Statement, ...] = (
     tuple(value for value in list(globals().values()) if isinstance(value, Statement))
+    + catalogue_sql.STATEMENTS
     + annotation_sql.STATEMENTS
 )
-"""Every statement, in declaration order (annotations' last: ``core.annotation_sql``)."""
+"""Every statement, in declaration order (the catalogue's pages then annotations' last:
+``core.catalogue_sql``, ``core.annotation_sql``)."""

@@ -37,6 +37,7 @@ __all__ = [
     "as_datetime",
     "columns",
     "run_from_row",
+    "session_columns",
     "session_from_row",
     "stored_metadata",
     "stored_time",
@@ -183,10 +184,17 @@ class SessionRow(NamedTuple):
 
 # metadata as text on PostgreSQL too: its driver would decode jsonb itself, failing the whole
 # statement on a value nested past the parser's depth; stored_metadata reads it instead.
-SESSION_COLUMNS = ", ".join(
-    "CAST(metadata AS TEXT) AS metadata" if name == "metadata" else name
-    for name in SessionRow._fields
-)
+def session_columns(table: str = "") -> str:
+    """The select list of ``SessionRow``, as columns of ``table`` (a statement that joins
+    another table with a session_id names it)."""
+    prefix = f"{table}." if table else ""
+    return ", ".join(
+        f"CAST({prefix}metadata AS TEXT) AS metadata" if name == "metadata" else prefix + name
+        for name in SessionRow._fields
+    )
+
+
+SESSION_COLUMNS = session_columns()
 
 
 def _not_json(constant: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .toolcalls import call_failed
 
@@ -18,6 +18,7 @@ __all__ = [
     "FIRST_PAGE",
     "INTERRUPTED",
     "IN_PROGRESS",
+    "RUN_STATUSES",
     "Annotation",
     "AnnotationSource",
     "AnnotationStats",
@@ -56,6 +57,7 @@ COMPLETED: RunStatus = "completed"  # the newest write ended with the answer
 INTERRUPTED: RunStatus = "interrupted"  # a tool call awaits its output (an approval)
 FAILED: RunStatus = "failed"  # a new question came below it before its answer
 COMPACTED: RunStatus = "compacted"  # a compaction replaced it in the model's view
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 # A tool call's statuses, and what makes one failed: ``turnstore.domain.toolcalls``.
 
@@ -313,14 +315,15 @@ class PathView:
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
     """What a session holds, for a catalogue listing: its runs on every branch, its branches
-    (leaves), their total tokens, the runs that failed (``Run.status``) and the tool calls
-    that failed (``ToolCall.failed``)."""
+    (leaves), their total tokens, the runs that failed (``Run.status``), the tool calls
+    that failed (``ToolCall.failed``) and all its tool calls."""
 
     runs: int = 0
     branches: int = 0
     total_tokens: int = 0
     failed_runs: int = 0
     failed_tool_calls: int = 0
+    tool_calls: int = 0
 
 
 # ---------------------------------------------------------------------------------------------

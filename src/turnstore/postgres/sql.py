@@ -11,13 +11,21 @@ Scale-out: every statement on a session's rows filters each table it touches by
 
 from __future__ import annotations
 
+from ..core import catalogue_sql as C
 from ..core import statements as S
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.search import SNIPPET_MARKS
 from ..core.sql import claim_operation_sql
 from ..core.syntax import Syntax
-from ..core.tables import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
+from ..core.tables import (
+    RUN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    RunRow,
+    columns,
+    session_columns,
+)
+from ..domain.toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
 
@@ -222,16 +230,56 @@ _OWN: dict[Statement, str] = {
 # ---------------------------------------------------------------------------------------------
 # Queries and analytics (core/queries.py; see sqlite/sql.py)
 
-_SESSIONS = f"""
-    SELECT {SESSION_COLUMNS} FROM sessions
-    WHERE {{user}} ({{order}}, session_id) < (
-        coalesce(:cursor_time::timestamptz, 'infinity'), coalesce(:cursor_sid::text, ''))
-      AND (:created_after::timestamptz IS NULL OR created_at > :created_after)
+# The catalogue's filters (queries.SessionFilter), each NULL for "any". A filter on what the
+# runs or tool calls hold probes the session's rows by their session_id indexes.
+_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
+_SESSION_FILTERS = f"""
+      (:created_after::timestamptz IS NULL OR created_at > :created_after)
       AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
       AND (:updated_after::timestamptz IS NULL OR updated_at > :updated_after)
       AND (:updated_before::timestamptz IS NULL OR updated_at < :updated_before)
       AND (:meta::jsonb IS NULL OR metadata @> :meta::jsonb)
-    ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
+      AND (:title::text IS NULL OR strpos(lower(title), lower(:title)) > 0)
+      AND (:agent::text IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.agent_name = :agent))
+      AND (:model::text IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.model = :model))
+      AND (:run_status::text IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.status = :run_status))
+      AND (:failed_calls::boolean IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
+           WHERE t.session_id = sessions.session_id AND {_FAILED}))"""
+# What a session's runs and tool calls add up to, for the orders by a number: each table
+# grouped once (a hash aggregate), joined on session_id.
+_RUN_TOTALS = """
+    LEFT JOIN (SELECT r.session_id, count(*) AS runs, sum(total_tokens) AS tokens,
+                      count(*) FILTER (WHERE status = 'failed') AS failed_runs
+               FROM runs r GROUP BY r.session_id) a ON a.session_id = sessions.session_id"""
+_CALL_TOTALS = f"""
+    LEFT JOIN (SELECT t.session_id, count(*) AS calls,
+                      count(*) FILTER (WHERE {_FAILED}) AS failed_calls
+               FROM tool_calls t GROUP BY t.session_id) c ON c.session_id = sessions.session_id"""
+# Each order: (the sort key, what it joins, the cursor's type, the first page's bound).
+_BIGGEST = "9223372036854775807"
+_SESSION_ORDERS = {
+    "created_at": ("created_at", "", "timestamptz", "'infinity'"),
+    "updated_at": ("updated_at", "", "timestamptz", "'infinity'"),
+    "runs": ("coalesce(a.runs, 0)", _RUN_TOTALS, "bigint", _BIGGEST),
+    "tokens": ("coalesce(a.tokens, 0)::bigint", _RUN_TOTALS, "bigint", _BIGGEST),
+    "tool_calls": ("coalesce(c.calls, 0)", _CALL_TOTALS, "bigint", _BIGGEST),
+    "failures": (
+        "coalesce(a.failed_runs, 0) + coalesce(c.failed_calls, 0)",
+        _RUN_TOTALS + _CALL_TOTALS,
+        "bigint",
+        _BIGGEST,
+    ),
+}
+_SESSIONS = f"""
+    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions {{join}}
+    WHERE {{user}} ({{key}}, sessions.session_id) < (
+        coalesce(:cursor_key::{{kind}}, {{first}}), coalesce(:cursor_sid::text, ''))
+      AND {_SESSION_FILTERS}
+    ORDER BY {{key}} DESC, sessions.session_id DESC LIMIT :limit"""
+_COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
 
 # ts_headline's options are constants; search.search turns the marks into offsets.
 _HEADLINE = (
@@ -267,14 +315,17 @@ _SEARCH = f"""
 
 _QUERIES: dict[Statement, str] = {
     **{
-        statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
-        for statement, order, user in (
-            (S.SESSIONS_BY_CREATED_AT, "created_at", False),
-            (S.SESSIONS_BY_CREATED_AT_USER, "created_at", True),
-            (S.SESSIONS_BY_UPDATED_AT, "updated_at", False),
-            (S.SESSIONS_BY_UPDATED_AT_USER, "updated_at", True),
+        statement: _SESSIONS.format(
+            key=_SESSION_ORDERS[order][0],
+            join=_SESSION_ORDERS[order][1],
+            kind=_SESSION_ORDERS[order][2],
+            first=_SESSION_ORDERS[order][3],
+            user="user_id = :user_id AND" if user else "",
         )
+        for (order, user), statement in C.SESSION_PAGES.items()
     },
+    C.COUNT_SESSIONS: _COUNT_SESSIONS.format(user=""),
+    C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user="user_id = :user_id AND"),
     **{
         statement: _SEARCH.format(
             rank=rank,

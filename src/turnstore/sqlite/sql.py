@@ -8,12 +8,20 @@ driver runs.
 
 from __future__ import annotations
 
+from ..core import catalogue_sql as C
 from ..core import statements as S
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
 from ..core.sql import claim_operation_sql
 from ..core.syntax import Syntax
-from ..core.tables import RUN_COLUMNS, SESSION_COLUMNS, TOOL_CALL_COLUMNS, RunRow, columns
+from ..core.tables import (
+    RUN_COLUMNS,
+    TOOL_CALL_COLUMNS,
+    RunRow,
+    columns,
+    session_columns,
+)
+from ..domain.toolcalls import failed_sql
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX"]
 
@@ -217,12 +225,12 @@ _OWN: dict[Statement, str] = {
 # ---------------------------------------------------------------------------------------------
 # Queries and analytics (core/queries.py and the write side of append.py's hooks telemetry)
 
-# Metadata that is not JSON (SQL by hand) matches no filter, rather than failing the listing.
-_SESSIONS = f"""
-    SELECT {SESSION_COLUMNS} FROM sessions
-    WHERE {{user}} ({{order}}, session_id)
-          < (coalesce(:cursor_time, '~'), coalesce(:cursor_sid, ''))
-      AND (:created_after IS NULL OR created_at > :created_after)
+# The catalogue's filters (queries.SessionFilter), each NULL for "any". Metadata that is not
+# JSON (SQL by hand) matches no filter, rather than failing the listing. A filter on what the
+# runs or tool calls hold probes the session's rows by their session_id indexes.
+_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
+_SESSION_FILTERS = f"""
+      (:created_after IS NULL OR created_at > :created_after)
       AND (:created_before IS NULL OR created_at < :created_before)
       AND (:updated_after IS NULL OR updated_at > :updated_after)
       AND (:updated_before IS NULL OR updated_at < :updated_before)
@@ -233,7 +241,44 @@ _SESSIONS = f"""
             WHERE m.key = f.key AND m.atom IS f.atom
               AND (m.type = f.type
                    OR (m.type IN ('integer', 'real') AND f.type IN ('integer', 'real'))))))
-    ORDER BY {{order}} DESC, session_id DESC LIMIT :limit"""
+      AND (:title IS NULL OR instr(lower(title), lower(:title)) > 0)
+      AND (:agent IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.agent_name = :agent))
+      AND (:model IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.model = :model))
+      AND (:run_status IS NULL OR EXISTS (SELECT 1 FROM runs r
+           WHERE r.session_id = sessions.session_id AND r.status = :run_status))
+      AND (:failed_calls IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
+           WHERE t.session_id = sessions.session_id AND {_FAILED}))"""
+# What a session's runs and tool calls add up to, for the orders by a number: each table
+# grouped once, joined on session_id.
+_RUN_TOTALS = """
+    LEFT JOIN (SELECT r.session_id, count(*) AS runs, sum(total_tokens) AS tokens,
+                      sum(status = 'failed') AS failed_runs
+               FROM runs r GROUP BY r.session_id) a ON a.session_id = sessions.session_id"""
+_CALL_TOTALS = f"""
+    LEFT JOIN (SELECT t.session_id, count(*) AS calls, sum({_FAILED}) AS failed_calls
+               FROM tool_calls t GROUP BY t.session_id) c ON c.session_id = sessions.session_id"""
+# Each order: (the sort key, what it joins, the first page's bound).
+_SESSION_ORDERS = {
+    "created_at": ("created_at", "", "'~'"),
+    "updated_at": ("updated_at", "", "'~'"),
+    "runs": ("coalesce(a.runs, 0)", _RUN_TOTALS, "9223372036854775807"),
+    "tokens": ("coalesce(a.tokens, 0)", _RUN_TOTALS, "9223372036854775807"),
+    "tool_calls": ("coalesce(c.calls, 0)", _CALL_TOTALS, "9223372036854775807"),
+    "failures": (
+        "coalesce(a.failed_runs, 0) + coalesce(c.failed_calls, 0)",
+        _RUN_TOTALS + _CALL_TOTALS,
+        "9223372036854775807",
+    ),
+}
+_SESSIONS = f"""
+    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions {{join}}
+    WHERE {{user}} ({{key}}, sessions.session_id)
+          < (coalesce(:cursor_key, {{first}}), coalesce(:cursor_sid, ''))
+      AND {_SESSION_FILTERS}
+    ORDER BY {{key}} DESC, sessions.session_id DESC LIMIT :limit"""
+_COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
 
 # rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
 # the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
@@ -258,14 +303,16 @@ _SEARCH = """
 
 _QUERIES: dict[Statement, str] = {
     **{
-        statement: _SESSIONS.format(order=order, user="user_id = :user_id AND" if user else "")
-        for statement, order, user in (
-            (S.SESSIONS_BY_CREATED_AT, "created_at", False),
-            (S.SESSIONS_BY_CREATED_AT_USER, "created_at", True),
-            (S.SESSIONS_BY_UPDATED_AT, "updated_at", False),
-            (S.SESSIONS_BY_UPDATED_AT_USER, "updated_at", True),
+        statement: _SESSIONS.format(
+            key=_SESSION_ORDERS[order][0],
+            join=_SESSION_ORDERS[order][1],
+            first=_SESSION_ORDERS[order][2],
+            user="user_id = :user_id AND" if user else "",
         )
+        for (order, user), statement in C.SESSION_PAGES.items()
     },
+    C.COUNT_SESSIONS: _COUNT_SESSIONS.format(user=""),
+    C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user="user_id = :user_id AND"),
     **{
         statement: _SEARCH.format(fts=fts, rank=rank.format(fts=fts), order=order.format(fts=fts))
         for statement, fts, rank, order in (

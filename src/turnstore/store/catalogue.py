@@ -13,7 +13,9 @@ from ..core.queries import SessionOrder
 from ..domain import validate
 from ..domain.model import (
     FIRST_PAGE,
+    RUN_STATUSES,
     PageCursor,
+    RunStatus,
     SessionInfo,
     SessionPage,
     SessionPatch,
@@ -61,24 +63,40 @@ class CatalogueMixin(StoreBase):
         created_before: datetime | None = None,
         updated_after: datetime | None = None,
         updated_before: datetime | None = None,
+        title: str | None = None,
+        agent_name: str | None = None,
+        model: str | None = None,
+        run_status: RunStatus | None = None,
+        failed_tool_calls: bool = False,
         order_by: SessionOrder = "created_at",
         limit: int = 50,
         after: PageCursor = FIRST_PAGE,
     ) -> SessionPage:
         """One page of the session catalogue, newest first.
 
-        ``metadata`` keeps sessions whose metadata holds every given key with an equal
-        (scalar) value. Times are exclusive bounds; naive datetimes are UTC. Pass the page's
-        ``next_cursor`` as ``after`` for the next page: keyset pagination, so any page costs
-        what the first does. The last page's ``next_cursor`` is None, and ``after=None`` is
-        refused: a loop that passes it on ends with an error, never by starting over (see
-        ``SessionPage``; ``iter_sessions`` walks every page). ``order_by="created_at"`` (the
-        default) lists each session once even while sessions are written; ``"updated_at"``
-        lists the most recently active first, and a session written between two pages moves
-        ahead of the cursor (it is not repeated, and it is not on the later pages).
+        Filters (each left out keeps any session): ``metadata`` keeps sessions whose metadata
+        holds every given key with an equal (scalar) value; times are exclusive bounds (naive
+        datetimes are UTC); ``title`` a part of the title, in any case (ASCII letters only on
+        SQLite); ``agent_name``, ``model`` and ``run_status`` sessions with a run (on any
+        branch) answered by that agent or model, or in that status; ``failed_tool_calls``
+        sessions with a tool call that failed (``ToolCall.failed``). ``count_sessions``
+        counts what they keep.
+
+        ``order_by``: ``"created_at"`` (the default) or ``"updated_at"``, newest first; or a
+        number the session's runs (on every branch) or tool calls add up to, largest first:
+        ``"runs"``, ``"tokens"``, ``"tool_calls"``, ``"failures"`` (failed runs and tool
+        calls, as ``SessionSummary`` counts them); ties newest session id first.
+
+        Pass the page's ``next_cursor`` as ``after`` for the next page: keyset pagination,
+        so a page by a time costs what the first does (a page by a number adds up the
+        filtered sessions' rows, whichever page it is). The last page's ``next_cursor`` is
+        None, and ``after=None`` is refused: a loop that passes it on ends with an error, never
+        by starting over (see ``SessionPage``; ``iter_sessions`` walks every page).
+        ``"created_at"`` lists each session once even while sessions are written; by
+        ``"updated_at"`` or a number, a session written between two pages moves (it is not
+        repeated, and it may be missed).
         """
         order_by = validate.choice(order_by, "order_by", queries.ORDERS)
-        user_id = validate.optional_text(user_id, "user_id")
         if after is None:
             raise InvalidOperationError(
                 "after=None names no page: the last page's next_cursor is None, so stop there; "
@@ -86,7 +104,47 @@ class CatalogueMixin(StoreBase):
             )
         cursor = None if after is FIRST_PAGE else validate.text(after, "after")
         size = limit_arg(limit)
-        meta = validate.metadata_filter(metadata)
+        where = self._session_filter(
+            user_id=user_id,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            title=title,
+            agent_name=agent_name,
+            model=model,
+            run_status=run_status,
+            failed_tool_calls=failed_tool_calls,
+        )
+        return await self.backend.run(
+            lambda: queries.list_sessions(where, order_by=order_by, limit=size, after=cursor),
+            write=False,
+        )
+
+    async def count_sessions(self, **filters: Any) -> int:
+        """How many sessions ``filters`` (the filters of ``sessions``: ``user_id``,
+        ``metadata``, ``title``, ``model``, …) keep: the catalogue's total, or a filtered
+        listing's."""
+        where = self._session_filter(**filters)
+        return await self.backend.run(lambda: queries.count_sessions(where), write=False)
+
+    def _session_filter(
+        self,
+        *,
+        user_id: Any = None,
+        metadata: Any = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        updated_after: Any = None,
+        updated_before: Any = None,
+        title: Any = None,
+        agent_name: Any = None,
+        model: Any = None,
+        run_status: Any = None,
+        failed_tool_calls: Any = False,
+    ) -> queries.SessionFilter:
+        """The filters of ``sessions``, checked, with their times bound."""
         times = {
             name: self._bind_time(validate.optional_time(value, name))
             for name, value in (
@@ -96,16 +154,17 @@ class CatalogueMixin(StoreBase):
                 ("updated_before", updated_before),
             )
         }
-        return await self.backend.run(
-            lambda: queries.list_sessions(
-                user_id=user_id,
-                metadata=meta,
-                order_by=order_by,
-                limit=size,
-                after=cursor,
-                **times,
-            ),
-            write=False,
+        return queries.SessionFilter(
+            user_id=validate.optional_text(user_id, "user_id"),
+            metadata=validate.metadata_filter(metadata),
+            title=validate.optional_text(title, "title"),
+            agent_name=validate.optional_text(agent_name, "agent_name"),
+            model=validate.optional_text(model, "model"),
+            run_status=None
+            if run_status is None
+            else validate.choice(run_status, "run_status", RUN_STATUSES),
+            failed_tool_calls=validate.flag(failed_tool_calls, "failed_tool_calls"),
+            **times,
         )
 
     async def session_summaries(self, session_ids: Sequence[str]) -> dict[str, SessionSummary]:

@@ -1,0 +1,106 @@
+"""A catalogue of sessions that differ in every way the sessions list filters and sorts by: the
+store tests (tests/test_session_list.py) and the viewer's browser tests read it.
+
+Oldest first: ``old-big`` holds the most tokens, runs and tool calls, so that a sort by them
+puts it first although it is the oldest session; ``weather`` has a failed tool call; ``refund``
+a failed run; ``idle`` no runs at all; then ``fillers`` sessions of one small run each, the
+newest, enough to push the others off the first page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from builders import assistant, call, output, user
+from turnstore import ResponseRecord, Store, Telemetry, Usage
+
+SDK_ERROR = "An error occurred while running the tool. Please try again."
+BIG_TOKENS = 1_179_068  # issue 29's largest session
+
+
+def _telemetry(agent: str, model: str, tokens: int) -> Telemetry:
+    when = datetime.now(timezone.utc)
+    spent = Usage(requests=1, input_tokens=tokens, total_tokens=tokens)
+    record = ResponseRecord(agent, model, None, None, spent, None, when, None)
+    return Telemetry(responses=[record])
+
+
+async def _turn(
+    store: Store,
+    session_id: str,
+    items: list[dict[str, Any]],
+    *,
+    agent: str,
+    model: str,
+    tokens: int,
+) -> None:
+    await store.add_items(
+        session_id,
+        items,
+        Usage(requests=1, input_tokens=tokens, total_tokens=tokens),
+        telemetry=_telemetry(agent, model, tokens),
+    )
+
+
+async def build_catalogue(store: Store, fillers: int = 0) -> dict[str, Any]:
+    """Write the catalogue; returns the time between ``old-big`` and the rest (``since``)."""
+    for n in range(3):  # three runs, two tool calls each
+        await _turn(
+            store,
+            "old-big",
+            [
+                user(f"Plan the migration, step {n}"),
+                call(f"c{n}a", "read_schema"),
+                output(f"c{n}a", "tables: 12"),
+                call(f"c{n}b", "read_schema"),
+                output(f"c{n}b", "tables: 12"),
+                assistant(f"Step {n} planned."),
+            ],
+            agent="planner",
+            model="gpt-big",
+            tokens=BIG_TOKENS // 3 + (BIG_TOKENS % 3 if n == 0 else 0),
+        )
+    await store.update_session("old-big", user_id="carol", title="Database migration plan")
+    between = datetime.now(timezone.utc)
+    await _turn(
+        store,
+        "weather",
+        [
+            user("Weather in Paris?"),
+            call("w1", "get_weather", '{"city": "Paris"}'),
+            output("w1", SDK_ERROR),
+            assistant("I could not reach the weather service."),
+        ],
+        agent="weather",
+        model="gpt-small",
+        tokens=300,
+    )
+    await store.update_session(
+        "weather", user_id="alice", title="Weather in Paris", metadata={"tier": "free"}
+    )
+    # A question left unanswered below a new one: the first run failed.
+    await store.add_items("refund", [user("Refund order 42")])
+    await _turn(
+        store,
+        "refund",
+        [user("Hello? Refund order 42"), assistant("Refunded.")],
+        agent="triage",
+        model="gpt-small",
+        tokens=81_878,
+    )
+    await store.update_session(
+        "refund", user_id="bob", title="Refund for order 42", metadata={"tier": "gold"}
+    )
+    await store.update_session("idle", user_id="bob", title="Nothing said yet")
+    for n in range(fillers):
+        await _turn(
+            store,
+            f"filler-{n:02d}",
+            [user(f"Filler question {n}"), assistant("Filler answer.")],
+            agent="triage",
+            model="gpt-small",
+            tokens=10,
+        )
+        await store.update_session(f"filler-{n:02d}", user_id="dave")
+    return {"between": between}
