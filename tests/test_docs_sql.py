@@ -166,32 +166,37 @@ EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     10: [("model-a", "triage", 3, 88, MS), ("model-b", "billing", 1, 35, MS)],
     11: None,
     12: None,
-    13: [(2, 1, POLICY, TIME), (4, 1, EDITED, TIME)],
-    14: [(1, 2, POLICY)],
-    15: _search_hits("[", "]"),
-    16: _search_hits("<b>", "</b>"),
-    17: [("s1", WEATHER, TIME, TIME)],
-    18: [("s1",)],
-    19: [("s1",)],
-    20: [("s1", 4, EDITED, "in_progress")],  # the edit, not yet answered
+    13: None,  # cost per user per day: COST_EXAMPLES
+    14: None,
+    15: [(2, 1, POLICY, TIME), (4, 1, EDITED, TIME)],
+    16: [(1, 2, POLICY)],
+    17: _search_hits("[", "]"),
+    18: _search_hits("<b>", "</b>"),
+    19: [("s1", WEATHER, TIME, TIME)],
+    20: [("s1",)],
+    21: [("s1",)],
+    22: [("s1", 4, EDITED, "in_progress")],  # the edit, not yet answered
     # Spans (build runs with turnstore.tracing on): alice's first run has the triage and
     # billing agents, two tools and the handoff; bob's run has no tool.
-    21: [(1, "agent", 2), (1, "function", 2), (1, "handoff", 1), (2, "agent", 1)],
+    23: [(1, "agent", 2), (1, "function", 2), (1, "handoff", 1), (2, "agent", 1)],
     # openai-agents keeps the default error handler's exception out of traces since 0.23.
-    22: [(1, WEATHER, "function", "lookup_order", "Error running tool (non-fatal)")],
-    23: [("s1", 1, "get_weather", MS), ("s1", 1, "lookup_order", MS)],
-    24: [
+    24: [(1, WEATHER, "function", "lookup_order", "Error running tool (non-fatal)")],
+    25: [("s1", 1, "get_weather", MS), ("s1", 1, "lookup_order", MS)],
+    26: [
         (1, "thumbs", MS, None, "billing", WEATHER),  # 1: thumbs up (a positive float: MS)
         (2, "thumbs", 0, None, "triage", POLICY),
         (2, "label", None, "wrong-policy", "triage", POLICY),
     ],
-    25: THUMBS_BY_AGENT,
-    26: THUMBS_BY_AGENT,
-    27: [("s1", 1), ("s2", 1)],
+    27: THUMBS_BY_AGENT,
+    28: THUMBS_BY_AGENT,
+    29: [("s1", 1), ("s2", 1)],
 }
 # Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted
-# (25, 26: the engines' collations may order "(none)" differently).
-UNORDERED = {8, 15, 16, 23, 25, 26}
+# (27, 28: the engines' collations may order "(none)" differently).
+UNORDERED = {8, 17, 18, 25, 27, 28}
+# The cost per user per day: alice's tokens are all priced (a positive sum: MS); bob's run
+# has no model (no hooks), so his cost is unknown.
+COST_EXAMPLES = {13, 14}
 
 
 def comparable(value: Any) -> Any:
@@ -221,6 +226,12 @@ async def run_example(store: Store, block: str) -> list[tuple[object, ...]]:
 
 async def expected_rows(store: Store, number: int) -> list[tuple[Any, ...]]:
     rows = EXPECTED[number]
+    if number in COST_EXAMPLES:
+        return [
+            (user, row.key, MS if user == "alice" else None)
+            for user in ("alice", "bob")
+            for row in await store.usage("day", user_id=user, cost=False)
+        ]
     if rows is None:  # tokens per day
         return [(row.key, row.usage.total_tokens) for row in await store.usage("day")]
     return rows

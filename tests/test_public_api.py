@@ -36,6 +36,7 @@ FOREIGN = {
     "Sequence",
     "SessionSettings",
     "TracebackType",
+    "date",
     "datetime",
     "os",
     "SessionHooks",

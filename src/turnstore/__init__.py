@@ -42,6 +42,7 @@ from .domain.model import (
     Usage,
     UsageRow,
 )
+from .domain.prices import Price, Prices
 from .domain.targets import DatabaseInfo, DatabaseKind
 from .errors import (
     ArgumentTypeError,
@@ -113,6 +114,8 @@ __all__ = [
     "OutcomeUnknownError",
     "PageCursor",
     "PathView",
+    "Price",
+    "Prices",
     "ReadOnlyError",
     "ResponseRecord",
     "Run",

@@ -16,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal, get_args
 
 from ..domain import validate
@@ -30,6 +30,7 @@ from ..domain.model import (
     ToolStats,
     UsageRow,
 )
+from ..domain.prices import Prices
 from ..domain.units import kept_ms
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from . import catalogue_sql as C
@@ -69,10 +70,10 @@ __all__ = [
 ]
 
 SessionOrder = Literal["created_at", "updated_at", "runs", "tokens", "tool_calls", "failures"]
-UsageGroup = Literal["session", "user", "model", "agent", "day"]
+UsageGroup = Literal["session", "user", "model", "agent", "day", "run"]
 ORDERS: tuple[SessionOrder, ...] = get_args(SessionOrder)
 TIME_ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
-GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day")
+GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day", "run")
 if ORDERS != C.SESSION_ORDERS:  # one list, spelt twice: as a type and as statements' keys
     raise TypeError(f"SessionOrder {ORDERS} differs from the statements' {C.SESSION_ORDERS}")
 
@@ -385,6 +386,15 @@ _USAGE: Mapping[UsageGroup, All[R.UsageSumRow]] = {
     "model": S.USAGE_BY_MODEL,
     "agent": S.USAGE_BY_AGENT,
     "day": S.USAGE_BY_DAY,
+    "run": S.USAGE_BY_RUN,
+}
+_COST: Mapping[UsageGroup, All[R.UsageCostRow]] = {
+    "session": S.USAGE_COST_BY_SESSION,
+    "user": S.USAGE_COST_BY_USER,
+    "model": S.USAGE_COST_BY_MODEL,
+    "agent": S.USAGE_COST_BY_AGENT,
+    "day": S.USAGE_COST_BY_DAY,
+    "run": S.USAGE_COST_BY_RUN,
 }
 
 
@@ -395,27 +405,72 @@ def usage(
     user_id: str | None,
     since: Any,
     until: Any,
+    prices: Prices | None,
 ) -> Op[list[UsageRow]]:
-    """Token usage summed per group, ordered by key (no key first).
+    """Token usage summed per group, ordered by key (no key first; runs by id), with its cost
+    at ``prices`` (none: ``cost`` None) computed from the tokens now, so a corrected table
+    applies to history.
 
-    Sessions, users and days sum the runs' token columns (the SDK's cumulative run usage);
-    models and agents sum the model calls that ``session.hooks`` recorded, and runs without
-    such records count under the run's own ``model`` / ``agent_name`` (None without hooks).
-    Days are UTC dates, ``YYYY-MM-DD``.
+    Sessions, users, days and runs sum the runs' token columns (the SDK's cumulative run
+    usage); models and agents sum the model calls that ``session.hooks`` recorded, and runs
+    without such records count under the run's own ``model`` / ``agent_name`` (None without
+    hooks). Days are UTC dates, ``YYYY-MM-DD``. Cost prices each recorded model call at its
+    model on the day it completed, and a run without recorded calls at the run's model on
+    the day it started; a group with tokens of an unpriced model has cost None and names the
+    models in ``unpriced``.
     """
-    rows = yield _USAGE[group_by](
-        {"sid": session_id, "user_id": user_id, "since": since, "until": until}
-    )
-    result = [
-        UsageRow(
-            key=row.key if row.key is None or isinstance(row.key, str) else str(row.key),
-            runs=int(row.runs),
-            usage=usage_from_row(row),
+    params = {"sid": session_id, "user_id": user_id, "since": since, "until": until}
+    rows = yield _USAGE[group_by](params)
+    costs: dict[str | None, tuple[float | None, tuple[str | None, ...]]] = {}
+    if prices is not None:
+        parts = yield _COST[group_by](params)
+        costs = _priced(parts, prices)
+    result = []
+    for row in rows:
+        key = _key(row.key)
+        cost, unpriced = costs.get(key, (None, ()))
+        result.append(
+            UsageRow(
+                key=key,
+                runs=int(row.runs),
+                usage=usage_from_row(row),
+                cost=cost,
+                unpriced=unpriced,
+            )
         )
-        for row in rows
-    ]
-    result.sort(key=lambda row: (row.key is not None, row.key or ""))
+    if group_by == "run":
+        result.sort(key=lambda row: int(row.key or 0))
+    else:
+        result.sort(key=lambda row: (row.key is not None, row.key or ""))
     return result
+
+
+def _key(value: Any) -> str | None:
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _priced(
+    parts: list[R.UsageCostRow], prices: Prices
+) -> dict[str | None, tuple[float | None, tuple[str | None, ...]]]:
+    """Each group's cost (None if any of its tokens are unpriced) and its unpriced models."""
+    totals: dict[str | None, float] = {}
+    unpriced: dict[str | None, set[str | None]] = {}
+    for part in parts:
+        key = _key(part.key)
+        day = date.fromisoformat(str(part.day))
+        cost = prices.cost(part.model, day, usage_from_row(part))
+        totals.setdefault(key, 0.0)
+        if cost is None:
+            unpriced.setdefault(key, set()).add(part.model)
+        else:
+            totals[key] += cost
+    return {
+        key: (
+            None if key in unpriced else total,
+            tuple(sorted(unpriced.get(key, ()), key=lambda m: (m is not None, m or ""))),
+        )
+        for key, total in totals.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -180,6 +180,20 @@ class UsageSumRow(NamedTuple):
     reasoning_tokens: Any
 
 
+class UsageCostRow(NamedTuple):
+    """Token usage of one group by model and UTC day (``YYYY-MM-DD``), to be priced."""
+
+    key: Any
+    model: str | None
+    day: Any
+    requests: Any
+    input_tokens: Any
+    output_tokens: Any
+    total_tokens: Any
+    cached_tokens: Any
+    reasoning_tokens: Any
+
+
 class CopyItemRow(NamedTuple):
     """An item as a copy reads it: every column but the derived ones (the search index)."""
 

@@ -13,7 +13,7 @@ from . import annotation_sql as A
 from . import statements as S
 from .annotation_sql import annotation_stats_sql
 from .ops import Statement
-from .sql import add_usage_sql, response_usage_sql, token_sums
+from .sql import add_usage_sql, cost_parts_sql, response_usage_sql, token_sums
 from .syntax import Syntax
 from .tables import TOOL_CALL_COLUMNS
 
@@ -164,7 +164,21 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
         GROUP BY 1"""
     run_of_call = f"{syntax.joined('r', 'm')}r.id = m.run_id"
     calls_of_run = f"{syntax.joined('m', 'r')}m.run_id = r.id"
+    run_day = syntax.day("r.created_at")
+    days = (syntax.day("m.completed_at"), run_day)
+
+    def cost(call_key: str, run_key: str | None = None) -> str:
+        keys = (call_key, call_key if run_key is None else run_key)
+        return cost_parts_sql(keys, days, filters, run_of_call, calls_of_run)
+
     return {
+        S.USAGE_BY_RUN: by_run.format(key="r.id"),
+        S.USAGE_COST_BY_SESSION: cost("r.session_id"),
+        S.USAGE_COST_BY_USER: cost("s.user_id"),
+        S.USAGE_COST_BY_DAY: cost(run_day),
+        S.USAGE_COST_BY_MODEL: cost("m.model", "r.model"),
+        S.USAGE_COST_BY_AGENT: cost("m.agent_name", "r.agent_name"),
+        S.USAGE_COST_BY_RUN: cost("r.id"),
         S.USAGE_BY_SESSION: by_run.format(key="r.session_id"),
         S.USAGE_BY_USER: by_run.format(key="s.user_id"),
         S.USAGE_BY_DAY: by_run.format(key=syntax.day("r.created_at")),

@@ -52,6 +52,29 @@ def response_usage_sql(column: str, filters: str, run_of_call: str, calls_of_run
         GROUP BY k"""
 
 
+def cost_parts_sql(
+    keys: tuple[str, str], days: tuple[str, str], filters: str, run_of_call: str, calls_of_run: str
+) -> str:
+    """``USAGE_COST_BY_*``: the tokens of each group by model and UTC day, which a price table
+    prices (core.queries.usage). Like ``response_usage_sql``, each model call's tokens go under
+    its own model and day where the hooks recorded calls, else the run's totals under the
+    run's; ``keys`` are the group's key of a call ``m`` and of a run ``r``, ``days`` their days.
+    """
+    return f"""
+        SELECT k AS key, model, day, {token_sums()} FROM (
+            SELECT {keys[0]} AS k, m.model AS model, {days[0]} AS day, {tokens("m")}
+            FROM model_responses m
+            JOIN runs r ON {run_of_call} JOIN sessions s ON s.session_id = r.session_id
+            WHERE {filters}
+            UNION ALL
+            SELECT {keys[1]}, r.model, {days[1]}, {tokens("r")}
+            FROM runs r JOIN sessions s ON s.session_id = r.session_id
+            WHERE {filters}
+              AND NOT EXISTS (SELECT 1 FROM model_responses m WHERE {calls_of_run})
+        ) u
+        GROUP BY k, model, day"""
+
+
 # Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
 _TOKEN_MAX = {"requests": ":max_requests"}
 

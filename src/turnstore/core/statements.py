@@ -34,6 +34,7 @@ from .results import (
     SessionSummaryRow,
     SpanRow,
     ToolStatsRow,
+    UsageCostRow,
     UsageSumRow,
 )
 from .sql import TOKENS, set_usage_sql
@@ -404,6 +405,15 @@ USAGE_BY_USER = All("usage_by_user", row=UsageSumRow)
 USAGE_BY_DAY = All("usage_by_day", row=UsageSumRow)
 USAGE_BY_MODEL = All("usage_by_model", row=UsageSumRow)
 USAGE_BY_AGENT = All("usage_by_agent", row=UsageSumRow)
+
+USAGE_BY_RUN = All("usage_by_run", row=UsageSumRow)
+# The same groups' tokens by model and day, to be priced (core.queries.usage).
+USAGE_COST_BY_SESSION = All("usage_cost_by_session", row=UsageCostRow)
+USAGE_COST_BY_USER = All("usage_cost_by_user", row=UsageCostRow)
+USAGE_COST_BY_DAY = All("usage_cost_by_day", row=UsageCostRow)
+USAGE_COST_BY_MODEL = All("usage_cost_by_model", row=UsageCostRow)
+USAGE_COST_BY_AGENT = All("usage_cost_by_agent", row=UsageCostRow)
+USAGE_COST_BY_RUN = All("usage_cost_by_run", row=UsageCostRow)
 
 # Full-text search: by relevance or newest first; the "_BACKLOG" variants search the private
 # copy of the backlog that a read-only store makes (copy_backlog).

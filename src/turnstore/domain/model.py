@@ -457,11 +457,19 @@ class ToolStats:
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """Token usage summed over one group (a session, user, model, agent or UTC day)."""
+    """Token usage summed over one group (a session, user, model, agent, UTC day or run: its
+    id as text), and what it cost in USD.
+
+    ``cost`` is None when unknown: some of the group's tokens are of a model the price table
+    does not price on their day (``unpriced`` names those models; None: runs with no model
+    recorded), or the usage was read without prices. See ``turnstore.domain.prices``.
+    """
 
     key: str | None
     runs: int
     usage: Usage
+    cost: float | None = None
+    unpriced: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

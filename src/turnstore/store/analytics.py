@@ -14,6 +14,7 @@ from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
 from ..domain import validate
 from ..domain.model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
+from ..domain.prices import Prices
 from ..errors import InvalidOperationError
 from ..formats import export
 from ..formats.export import ExportFormat
@@ -127,8 +128,10 @@ class AnalyticsMixin(StoreBase):
         user_id: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        prices: Prices | None = None,
+        cost: bool = True,
     ) -> list[UsageRow]:
-        """Requests and tokens summed per session, user, model, agent or UTC day.
+        """Requests, tokens and cost summed per session, user, model, agent, UTC day or run.
 
         Filters select runs (``since`` inclusive, ``until`` exclusive, on the run's start).
         By model or agent, each model call's tokens count under its own model or agent (a run
@@ -137,15 +140,32 @@ class AnalyticsMixin(StoreBase):
         a run with a handoff gives tokens to both agents but one run, so ``runs`` sums to the
         number of runs in every grouping. Without ``session.hooks`` runs carry no model or
         agent, and count under ``None``.
+
+        Cost (USD, ``UsageRow.cost``) is computed now from the stored tokens at ``prices``
+        (None: ``Prices.default()``, turnstore's shipped table), so a corrected table applies
+        to history: each model call at its model's price on the day it completed, a run
+        without recorded calls at its own model's on the day it started. A group with tokens
+        of an unpriced model has cost None (unknown, never zero). ``cost=False`` skips the
+        pricing query (cost None everywhere).
         """
         group_by = validate.choice(group_by, "group_by", queries.GROUPS)
         session_id = validate.optional_key(session_id, "session_id")
         user_id = validate.optional_text(user_id, "user_id")
         start = self._bind_time(validate.optional_time(since, "since"))
         end = self._bind_time(validate.optional_time(until, "until"))
+        table = None
+        if validate.flag(cost, "cost"):
+            table = (
+                Prices.default() if prices is None else validate.instance(prices, "prices", Prices)
+            )
         return await self.backend.run(
             lambda: queries.usage(
-                group_by, session_id=session_id, user_id=user_id, since=start, until=end
+                group_by,
+                session_id=session_id,
+                user_id=user_id,
+                since=start,
+                until=end,
+                prices=table,
             ),
             write=False,
         )
