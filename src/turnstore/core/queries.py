@@ -36,6 +36,7 @@ from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from . import catalogue_sql as C
 from . import results as R
 from . import statements as S
+from . import usage_sql as U
 from .adoption import supersede
 from .ops import All, Op
 from .reads import session_info, with_items
@@ -73,7 +74,9 @@ SessionOrder = Literal["created_at", "updated_at", "runs", "tokens", "tool_calls
 UsageGroup = Literal["session", "user", "model", "agent", "day", "run"]
 ORDERS: tuple[SessionOrder, ...] = get_args(SessionOrder)
 TIME_ORDERS: tuple[SessionOrder, ...] = ("created_at", "updated_at")
-GROUPS: tuple[UsageGroup, ...] = ("session", "user", "model", "agent", "day", "run")
+GROUPS: tuple[UsageGroup, ...] = get_args(UsageGroup)
+if GROUPS != U.GROUPS:  # one list, spelt twice: as a type and as statements' keys
+    raise TypeError(f"UsageGroup {GROUPS} differs from the statements' {U.GROUPS}")
 if ORDERS != C.SESSION_ORDERS:  # one list, spelt twice: as a type and as statements' keys
     raise TypeError(f"SessionOrder {ORDERS} differs from the statements' {C.SESSION_ORDERS}")
 
@@ -380,24 +383,6 @@ def model_responses(
 # Usage
 
 
-_USAGE: Mapping[UsageGroup, All[R.UsageSumRow]] = {
-    "session": S.USAGE_BY_SESSION,
-    "user": S.USAGE_BY_USER,
-    "model": S.USAGE_BY_MODEL,
-    "agent": S.USAGE_BY_AGENT,
-    "day": S.USAGE_BY_DAY,
-    "run": S.USAGE_BY_RUN,
-}
-_COST: Mapping[UsageGroup, All[R.UsageCostRow]] = {
-    "session": S.USAGE_COST_BY_SESSION,
-    "user": S.USAGE_COST_BY_USER,
-    "model": S.USAGE_COST_BY_MODEL,
-    "agent": S.USAGE_COST_BY_AGENT,
-    "day": S.USAGE_COST_BY_DAY,
-    "run": S.USAGE_COST_BY_RUN,
-}
-
-
 def usage(
     group_by: UsageGroup,
     *,
@@ -420,10 +405,10 @@ def usage(
     models in ``unpriced``.
     """
     params = {"sid": session_id, "user_id": user_id, "since": since, "until": until}
-    rows = yield _USAGE[group_by](params)
+    rows = yield U.USAGE[group_by](params)
     costs: dict[str | None, tuple[float | None, tuple[str | None, ...]]] = {}
     if prices is not None:
-        parts = yield _COST[group_by](params)
+        parts = yield U.USAGE_COST[group_by](params)
         costs = _priced(parts, prices)
     result = []
     for row in rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..domain.toolcalls import failed_sql
 from . import annotation_sql as A
 from . import statements as S
+from . import usage_sql as U
 from .annotation_sql import annotation_stats_sql
 from .ops import Statement
 from .sql import add_usage_sql, cost_parts_sql, response_usage_sql, token_sums
@@ -172,19 +173,19 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
         return cost_parts_sql(keys, days, filters, run_of_call, calls_of_run)
 
     return {
-        S.USAGE_BY_RUN: by_run.format(key="r.id"),
-        S.USAGE_COST_BY_SESSION: cost("r.session_id"),
-        S.USAGE_COST_BY_USER: cost("s.user_id"),
-        S.USAGE_COST_BY_DAY: cost(run_day),
-        S.USAGE_COST_BY_MODEL: cost("m.model", "r.model"),
-        S.USAGE_COST_BY_AGENT: cost("m.agent_name", "r.agent_name"),
-        S.USAGE_COST_BY_RUN: cost("r.id"),
-        S.USAGE_BY_SESSION: by_run.format(key="r.session_id"),
-        S.USAGE_BY_USER: by_run.format(key="s.user_id"),
-        S.USAGE_BY_DAY: by_run.format(key=syntax.day("r.created_at")),
+        U.USAGE_BY_RUN: by_run.format(key="r.id"),
+        U.USAGE_COST_BY_SESSION: cost("r.session_id"),
+        U.USAGE_COST_BY_USER: cost("s.user_id"),
+        U.USAGE_COST_BY_DAY: cost(run_day),
+        U.USAGE_COST_BY_MODEL: cost("m.model", "r.model"),
+        U.USAGE_COST_BY_AGENT: cost("m.agent_name", "r.agent_name"),
+        U.USAGE_COST_BY_RUN: cost("r.id"),
+        U.USAGE_BY_SESSION: by_run.format(key="r.session_id"),
+        U.USAGE_BY_USER: by_run.format(key="s.user_id"),
+        U.USAGE_BY_DAY: by_run.format(key=syntax.day("r.created_at")),
         A.ANNOTATION_STATS_BY_DAY: annotation_stats_sql(syntax.day("a.created_at")),
-        S.USAGE_BY_MODEL: response_usage_sql("model", filters, run_of_call, calls_of_run),
-        S.USAGE_BY_AGENT: response_usage_sql("agent_name", filters, run_of_call, calls_of_run),
+        U.USAGE_BY_MODEL: response_usage_sql("model", filters, run_of_call, calls_of_run),
+        U.USAGE_BY_AGENT: response_usage_sql("agent_name", filters, run_of_call, calls_of_run),
     }
 
 

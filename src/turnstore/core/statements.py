@@ -11,7 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from . import annotation_sql, catalogue_sql
+from . import annotation_sql, catalogue_sql, usage_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -34,8 +34,6 @@ from .results import (
     SessionSummaryRow,
     SpanRow,
     ToolStatsRow,
-    UsageCostRow,
-    UsageSumRow,
 )
 from .sql import TOKENS, set_usage_sql
 from .tables import (
@@ -399,22 +397,6 @@ MODEL_RESPONSES_BY_ALL = All(
     row=ModelResponseRow,
 )
 
-# Token usage per group.
-USAGE_BY_SESSION = All("usage_by_session", row=UsageSumRow)
-USAGE_BY_USER = All("usage_by_user", row=UsageSumRow)
-USAGE_BY_DAY = All("usage_by_day", row=UsageSumRow)
-USAGE_BY_MODEL = All("usage_by_model", row=UsageSumRow)
-USAGE_BY_AGENT = All("usage_by_agent", row=UsageSumRow)
-
-USAGE_BY_RUN = All("usage_by_run", row=UsageSumRow)
-# The same groups' tokens by model and day, to be priced (core.queries.usage).
-USAGE_COST_BY_SESSION = All("usage_cost_by_session", row=UsageCostRow)
-USAGE_COST_BY_USER = All("usage_cost_by_user", row=UsageCostRow)
-USAGE_COST_BY_DAY = All("usage_cost_by_day", row=UsageCostRow)
-USAGE_COST_BY_MODEL = All("usage_cost_by_model", row=UsageCostRow)
-USAGE_COST_BY_AGENT = All("usage_cost_by_agent", row=UsageCostRow)
-USAGE_COST_BY_RUN = All("usage_cost_by_run", row=UsageCostRow)
-
 # Full-text search: by relevance or newest first; the "_BACKLOG" variants search the private
 # copy of the backlog that a read-only store makes (copy_backlog).
 SEARCH = All("search", row=SearchRow)
@@ -645,7 +627,8 @@ COPY_TOOL_CALL = Execute(
 STATEMENTS: tuple[Statement, ...] = (
     tuple(value for value in list(globals().values()) if isinstance(value, Statement))
     + catalogue_sql.STATEMENTS
+    + usage_sql.STATEMENTS
     + annotation_sql.STATEMENTS
 )
-"""Every statement, in declaration order (the catalogue's pages then annotations' last:
-``core.catalogue_sql``, ``core.annotation_sql``)."""
+"""Every statement, in declaration order (the catalogue's pages, usage, then annotations' last:
+``core.catalogue_sql``, ``core.usage_sql``, ``core.annotation_sql``)."""
