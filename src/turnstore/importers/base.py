@@ -18,6 +18,7 @@ from ..errors import InvalidOperationError
 from ..formats.rows import ExactSession
 
 __all__ = [
+    "ReadSource",
     "Source",
     "SourceRow",
     "SourceRun",
@@ -116,6 +117,27 @@ class Source(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - most sources have nothing to release
         """Release the source."""
+
+
+class ReadSource(Source):
+    """A source read whole when it is opened (a file): its sessions held, in the file's
+    order, with how many items they hold."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, SourceSession] = {}
+        self._total = 0
+
+    async def session_ids(self) -> list[str]:
+        """Sessions in the order the file holds them."""
+        return list(self._sessions)
+
+    async def total_items(self) -> int:
+        """Items read."""
+        return self._total
+
+    async def load(self, session_id: str) -> SourceSession:
+        """One session, already read."""
+        return self._sessions[session_id]
 
 
 def decode_item(data: Any) -> dict[str, Any] | None:

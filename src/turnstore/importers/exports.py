@@ -19,14 +19,14 @@ from ..errors import (
 )
 from ..formats.export import VERSION, is_run_key, read_jsonl
 from ..formats.rows import ExportedRun, exact_session
-from .base import Source, SourceRun, SourceSession, as_datetime
+from .base import ReadSource, SourceRun, SourceSession, as_datetime
 
 __all__ = ["ExportSource"]
 
 log = logging.getLogger("turnstore")
 
 
-class ExportSource(Source):
+class ExportSource(ReadSource):
     """turnstore's own exports (``turnstore export`` / ``Store.export``).
 
     ``jsonl``: one line per item (see ``turnstore.formats.export``), any number of sessions,
@@ -39,10 +39,9 @@ class ExportSource(Source):
     """
 
     def __init__(self, path: str, kind: str) -> None:
+        super().__init__()
         self.location = path
         self.kind = kind
-        self._sessions: dict[str, SourceSession] = {}
-        self._total = 0
         try:
             # utf-8-sig: a byte order mark that an editor put first is read past.
             with open(path, encoding="utf-8-sig") as file:
@@ -172,18 +171,6 @@ class ExportSource(Source):
         session.head = (made.get(head) if is_run_key(head) else None) or _last(made)
         if version >= 2:
             _take_rows(session, info, exported, list(made.values()))
-
-    async def session_ids(self) -> list[str]:
-        """Sessions in order of their first line."""
-        return list(self._sessions)
-
-    async def total_items(self) -> int:
-        """Items read."""
-        return self._total
-
-    async def load(self, session_id: str) -> SourceSession:
-        """One session, already read."""
-        return self._sessions[session_id]
 
 
 def _take_rows(

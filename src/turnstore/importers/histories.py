@@ -21,7 +21,7 @@ from typing import Any
 from ..domain.items import classify
 from ..domain.model import Usage
 from ..errors import ConnectionFailedError, SchemaError
-from .base import Source, SourceRun, SourceSession, as_datetime
+from .base import ReadSource, SourceRun, SourceSession, as_datetime
 
 __all__ = ["Converted", "History", "HistorySource", "Reader", "add_usage", "keyed_histories"]
 
@@ -63,15 +63,14 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     )
 
 
-class HistorySource(Source):
+class HistorySource(ReadSource):
     """A JSON file of one framework's histories (``kind``: ``langchain``, ``pydantic-ai``,
     ``adk``), read whole on open."""
 
     def __init__(self, path: str, kind: str, read: Reader, convert: Converter) -> None:
+        super().__init__()
         self.location = path
         self.kind = kind
-        self._sessions: dict[str, SourceSession] = {}
-        self._total = 0
         try:
             with open(path, encoding="utf-8-sig") as file:
                 parsed = json.load(file)
@@ -115,15 +114,6 @@ class HistorySource(Source):
             self._total += len(run.items)
         session.head = parent
         return session
-
-    async def session_ids(self) -> list[str]:
-        return list(self._sessions)
-
-    async def total_items(self) -> int:
-        return self._total
-
-    async def load(self, session_id: str) -> SourceSession:
-        return self._sessions[session_id]
 
 
 def _starts_run(item: dict[str, Any]) -> bool:
