@@ -211,9 +211,14 @@ async def test_compaction_keeps_the_transcript_and_the_models_view(
         assert [(s.tool_name, s.calls) for s in stats] == (
             [("get_weather", model_calls // 2)] if model_calls else []
         )
-        tokens = sum(row.usage.total_tokens for row in await store.usage("model", session_id=sid))
-        assert tokens == TOKENS_PER_CALL * model_calls
-        seen_tokens.append(tokens)
+        # The wrapper passes no run context: the runs' tokens come through session.hooks, so
+        # usage by session (the runs'), model and agent (the model calls') agree.
+        by = {
+            group: sum(row.usage.total_tokens for row in await store.usage(group, session_id=sid))
+            for group in ("session", "model", "agent")
+        }
+        assert by == dict.fromkeys(by, TOKENS_PER_CALL * model_calls)
+        seen_tokens.append(by["model"])
 
     held = await play(session, session.hooks, check)
     assert held == expected
@@ -235,6 +240,30 @@ async def test_compaction_keeps_the_transcript_and_the_models_view(
     ]
     exported = [json.loads(line) for line in (await store.export(sid)).splitlines()]
     assert [line["item"] for line in exported if line["run_id"] == runs[0].id] == expected[0]
+
+
+@pytest.mark.e2e
+async def test_encrypted_session_around_turnstore_as_the_readme_says(store: Store) -> None:
+    """README, "EncryptedSession around turnstore": opaque items in one run with its usage;
+    under compaction, a manual one goes through clear_session and add_items and erases."""
+    from agents.extensions.memory.encrypt_session import EncryptedSession
+
+    inner = StructuredSession(new_id(), store)
+    encrypted = EncryptedSession(inner.session_id, inner, encryption_key="k" * 32)
+    session = compacting(encrypted, threshold=10**6)
+    agent = scripted_agent()
+    for turn in range(2):
+        await Runner.run(agent, f"question {turn}", session=session, hooks=inner.hooks)
+    [run] = await inner.runs()
+    assert run.user_message is None
+    assert run.usage.total_tokens == TOKENS_PER_CALL * 4
+    assert all("__enc__" in item for item in await inner.get_items())
+    assert await store.tool_calls(session_id=inner.session_id, limit=None) == []
+    assert len(await encrypted.get_items()) == 8
+    await session.run_compaction({"force": True, "compaction_mode": "input"})
+    [(after, items)] = await store.tree(inner.session_id)
+    assert after.id != run.id  # the run was cleared away; the compacted items stand alone
+    assert len(items) == len(await encrypted.get_items()) < 8
 
 
 @needs_hooks

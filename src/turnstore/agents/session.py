@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -79,6 +79,14 @@ def _since(usage: Usage, counted: Usage) -> Usage:
     """The usage accrued since ``counted``; all of it when the wrapper's count went back."""
     delta = {f.name: getattr(usage, f.name) - getattr(counted, f.name) for f in fields(Usage)}
     return Usage(**delta) if min(delta.values()) >= 0 else usage
+
+
+def _sum(usages: Iterable[Usage]) -> Usage:
+    total = {f.name: 0 for f in fields(Usage)}
+    for usage in usages:
+        for name in total:
+            total[name] += getattr(usage, name)
+    return Usage(**total)
 
 
 def _sdk_snapshot_type() -> Any:
@@ -263,6 +271,10 @@ class StructuredSession:
         usage = usage_of(wrapper)
         delta = usage if usage is None or call is None else _since(usage, call.counted)
         telemetry = self._recorder.drain() if self._recorder is not None else None
+        if delta is None and telemetry is not None and telemetry.responses:
+            # No run context (a wrapper such as the SDK's compaction session passes none):
+            # the run's tokens are those of the model calls ``hooks`` saw since the last write.
+            delta = _sum(record.usage for record in telemetry.responses)
         info = self._pending_info
         try:
             run_id = await store.add_items(
