@@ -74,3 +74,19 @@ def test_sqlalchemy_url_uses_the_async_psycopg_driver() -> None:
     to_sqlalchemy = bench_postgres._sqlalchemy_url
     assert to_sqlalchemy("postgresql://u@h:5/d") == "postgresql+psycopg://u@h:5/d"
     assert to_sqlalchemy("postgres://u@h/d") == "postgresql+psycopg://u@h/d"
+
+
+async def test_the_goals_benchmark_runs_on_postgres(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_postgres()
+    require_module("agents.extensions.memory.sqlalchemy_session")
+    import bench_goals
+    import bench_session
+
+    monkeypatch.setattr(bench_session, "QUICK", bench_session.TINY)
+    monkeypatch.setattr(bench_postgres, "QUICK", bench_postgres.TINY)
+    report = await bench_goals.bench(1, [40], tmp_path, POSTGRES_URL, lambda _: None, quick=True)
+    labels = [goal["label"] for goal in report["goals"]]
+    expected = bench_goals.sqlite_goals([40]) + bench_goals.postgres_goals([40])
+    assert labels == [goal.label for goal in expected]

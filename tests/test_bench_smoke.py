@@ -258,3 +258,16 @@ def test_the_tracing_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
         assert counts == dict.fromkeys(bench_tracing.MODES, 1)
     table, _ = bench_tracing.report(per_turn)
     assert "cpu   on / off      ratio:" in table
+
+
+async def test_the_goals_benchmark_runs_at_a_small_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench_goals
+
+    monkeypatch.setattr(bench_session, "QUICK", bench_session.TINY)
+    report = await bench_goals.bench(2, [40, 80], tmp_path, None, lambda _: None, quick=True)
+    labels = [goal["label"] for goal in report["goals"]]
+    assert labels == [goal.label for goal in bench_goals.sqlite_goals([40, 80])]
+    assert all(len(goal["wall"]) == 2 for goal in report["goals"])
+    assert "SQLite write turn vs the floor @80" in report["table"]
