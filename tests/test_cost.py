@@ -6,57 +6,21 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import assistant, user
+from costdata import ALICE, BIG, JULY, M_OLD, MAY, PRICES, build, dollars, turn
 from turnstore import (
     ArgumentTypeError,
     InvalidOperationError,
-    NewRun,
     Price,
     Prices,
-    ResponseRecord,
     Store,
-    Telemetry,
     Usage,
 )
-
-
-def at(day: str) -> datetime:
-    return datetime.fromisoformat(f"{day}T12:00:00+00:00")
-
-
-def call(model: str | None, day: str, usage: Usage, agent: str = "agent") -> Telemetry:
-    """One model call the hooks saw, completed at noon UTC on ``day``."""
-    record = ResponseRecord(agent, model, None, None, usage, None, at(day), None)
-    return Telemetry(responses=[record])
-
-
-async def turn(store: Store, sid: str, text: str, model: str | None, day: str, usage: Usage) -> int:
-    # As the SDK writes: the user's message first, then the answer with the hooks' records.
-    await store.add_items(sid, [user(text)])
-    run = await store.add_items(sid, [assistant("ok")], usage, telemetry=call(model, day, usage))
-    assert run is not None
-    return run
-
-
-# 1M input (200k cached) and 1M output (100k reasoning): prices read straight off the table.
-BIG = Usage(1, 1_000_000, 1_000_000, 2_000_000, 200_000, 100_000)
-
-
-def dollars(price: tuple[float, float, float, float], usage: Usage = BIG) -> float:
-    inp, cached, out, reasoning = price
-    return (
-        (usage.input_tokens - usage.cached_tokens) * inp
-        + usage.cached_tokens * cached
-        + (usage.output_tokens - usage.reasoning_tokens) * out
-        + usage.reasoning_tokens * reasoning
-    ) / 1e6
-
 
 # ---------------------------------------------------------------------------------------------
 # The table
@@ -215,35 +179,6 @@ def test_unreadable_price_file(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # Cost in Store.usage, every backend
 
-PRICES = Prices(
-    [
-        {"model": "m-old", "input": 1, "cached_input": 0.5, "output": 2, "reasoning": 4},
-        {"model": "m-new", "input": 3, "output": 6, "valid_until": "2025-06-01"},
-        {"model": "m-new", "input": 1, "output": 2, "valid_from": "2025-06-01"},
-    ]
-)
-M_OLD = dollars((1, 0.5, 2, 4))
-
-
-async def build(store: Store) -> dict[str, int]:
-    """alice: m-old in May, m-new in May and July (a price change); bob: an unpriced model,
-    and a run with no model call recorded (no model: unknown)."""
-    await store.update_session("a", user_id="alice")
-    await store.update_session("b", user_id="bob")
-    runs = {
-        "old": await turn(store, "a", "one", "m-old", "2025-05-01", BIG),
-        "may": await turn(store, "a", "two", "m-new", "2025-05-02", BIG),
-        "july": await turn(store, "a", "three", "m-new", "2025-07-01", BIG),
-        "mystery": await turn(store, "b", "four", "mystery-model", "2025-07-01", BIG),
-    }
-    [runs["bare"]] = await store.add_runs(
-        "c", [NewRun([user("five"), assistant("ok")], usage=BIG, created_at=at("2025-07-02"))]
-    )
-    await store.add_runs(
-        "d", [NewRun([user("six"), assistant("ok")], usage=Usage(), created_at=at("2025-07-03"))]
-    )
-    return runs
-
 
 def costs(rows: list[Any]) -> dict[str | None, float | None]:
     return {row.key: row.cost for row in rows}
@@ -251,37 +186,35 @@ def costs(rows: list[Any]) -> dict[str | None, float | None]:
 
 async def test_cost_per_group(store: Store) -> None:
     runs = await build(store)
-    may, july = dollars((3, 3, 6, 6)), dollars((1, 1, 2, 2))
-    alice = M_OLD + may + july
     got = costs(await store.usage("session", prices=PRICES))
-    assert got == {"a": pytest.approx(alice), "b": None, "c": None, "d": 0.0}
+    assert got == {"a": pytest.approx(ALICE), "b": None, "c": None, "d": 0.0}
     assert costs(await store.usage("user", prices=PRICES)) == {
         None: None,  # sessions c and d have no user; c's tokens have no model
-        "alice": pytest.approx(alice),
+        "alice": pytest.approx(ALICE),
         "bob": None,
     }
     assert costs(await store.usage("model", prices=PRICES)) == {
         None: None,
-        "m-new": pytest.approx(may + july),
+        "m-new": pytest.approx(MAY + JULY),
         "m-old": pytest.approx(M_OLD),
         "mystery-model": None,
     }
     assert costs(await store.usage("agent", prices=PRICES)) == {None: None, "agent": None}
     assert costs(await store.usage("agent", user_id="alice", prices=PRICES)) == {
-        "agent": pytest.approx(alice)
+        "agent": pytest.approx(ALICE)
     }
     # A price change by date applies to history: May's run at the old price, July's at the new.
     assert costs(await store.usage("run", prices=PRICES)) == {
         str(runs["old"]): pytest.approx(M_OLD),
-        str(runs["may"]): pytest.approx(may),
-        str(runs["july"]): pytest.approx(july),
+        str(runs["may"]): pytest.approx(MAY),
+        str(runs["july"]): pytest.approx(JULY),
         str(runs["mystery"]): None,
         str(runs["bare"]): None,
         str(runs["bare"] + 1): 0.0,
     }
     days = await store.usage("day", user_id="alice", prices=PRICES)
     assert all(row.cost is not None for row in days)  # days of the runs: today's (or two)
-    assert sum(row.cost or 0 for row in days) == pytest.approx(alice)
+    assert sum(row.cost or 0 for row in days) == pytest.approx(ALICE)
     [bob] = await store.usage("user", user_id="bob", prices=PRICES)
     assert (bob.cost, bob.unpriced) == (None, ("mystery-model",))
     [bare] = await store.usage("session", session_id="c", prices=PRICES)
@@ -298,7 +231,7 @@ async def test_corrected_table_applies_to_history(store: Store) -> None:
     assert after.unpriced == ()
     cheaper = PRICES.with_entries([{"model": "m-old", "input": 0, "output": 0}])
     [alice] = await store.usage("user", user_id="alice", prices=cheaper)
-    assert alice.cost == pytest.approx(dollars((3, 3, 6, 6)) + dollars((1, 1, 2, 2)))
+    assert alice.cost == pytest.approx(MAY + JULY)
 
 
 async def test_default_prices_and_no_cost(store: Store) -> None:

@@ -1,11 +1,13 @@
 """Analytics: ``tools`` (per-tool statistics, or the calls), ``search`` (full text, every
-branch) and ``usage`` (tokens summed per group)."""
+branch) and ``usage`` (tokens and their cost summed per group)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +15,7 @@ from rich.text import Text
 
 from ..domain import jsonout
 from ..domain.model import SearchResult, UsageRow
+from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.toolcalls import TOOL_CALL_STATUSES
 from ..domain.units import duration_text
 from .app import command
@@ -280,13 +283,48 @@ class UsageGroupOption(str, Enum):
     model = "model"
     agent = "agent"
     day = "day"
+    run = "run"
+
+
+class UsageSortOption(str, Enum):
+    """How ``usage`` orders its groups: by key, or largest first by a figure."""
+
+    key = "key"
+    runs = "runs"
+    requests = "requests"
+    input = "input"
+    output = "output"
+    tokens = "tokens"
+    cached = "cached"
+    reasoning = "reasoning"
+    cost = "cost"
+
+
+# The figure of a row each --sort orders by, largest first (an unknown cost: last).
+_SORT_KEYS: dict[UsageSortOption, Callable[[UsageRow], float]] = {
+    UsageSortOption.runs: lambda row: row.runs,
+    UsageSortOption.requests: lambda row: row.usage.requests,
+    UsageSortOption.input: lambda row: row.usage.input_tokens,
+    UsageSortOption.output: lambda row: row.usage.output_tokens,
+    UsageSortOption.tokens: lambda row: row.usage.total_tokens,
+    UsageSortOption.cached: lambda row: row.usage.cached_tokens,
+    UsageSortOption.reasoning: lambda row: row.usage.reasoning_tokens,
+    UsageSortOption.cost: lambda row: -1.0 if row.cost is None else row.cost,
+}
+
+
+def _sorted(rows: list[UsageRow], sort: UsageSortOption) -> list[UsageRow]:
+    """``rows`` in ``sort``'s order; ties (and ``key``) keep the store's order, by key."""
+    figure = _SORT_KEYS.get(sort)
+    return rows if figure is None else sorted(rows, key=figure, reverse=True)
 
 
 @command(70)
 def usage(
     ctx: typer.Context,
     by: Annotated[
-        UsageGroupOption, typer.Option(help="Sum per session, user, model, agent or UTC day.")
+        UsageGroupOption,
+        typer.Option(help="Sum per session, user, model, agent, UTC day or run (its id)."),
     ] = UsageGroupOption.session,
     session: Annotated[str | None, session_option("Only this session's runs.")] = None,
     user: Annotated[str | None, user_option("Only this user's runs.")] = None,
@@ -296,6 +334,21 @@ def usage(
     until: Annotated[
         str | None, when_option("--until", "Runs started before this ISO date/time.")
     ] = None,
+    sort: Annotated[
+        UsageSortOption,
+        typer.Option(
+            help="Order by key, or largest first by runs, requests, input, output, tokens "
+            "(total), cached, reasoning or cost (unknown last).",
+        ),
+    ] = UsageSortOption.key,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON price file layered over turnstore's prices (docs/cli.md).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -303,10 +356,14 @@ def usage(
     csv: CsvOption = False,
     tsv: TsvOption = False,
 ) -> None:
-    """Token usage (requests, input, output, total, cached, reasoning) summed per group."""
+    """Token usage (requests, input, output, total, cached, reasoning) and its cost in USD,
+    summed per group; a cost is ? (null in --json) where a model has no price."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[UsageRow]:
+        table = Prices.default()
+        if prices is not None:
+            table = table.with_entries(Prices.load(prices))
         async with open_store(resolve_target(ctx, db, schema)) as store:
             return await store.usage(
                 by.value,
@@ -314,9 +371,10 @@ def usage(
                 user_id=user,
                 since=parse_time(since, "--since"),
                 until=parse_time(until, "--until"),
+                prices=table,
             )
 
-    rows = run_command(go())
+    rows = _sorted(run_command(go()), sort)
     if fmt is not Format.table:
         print_records(fmt, rows)
         return
@@ -335,6 +393,7 @@ def usage(
             ("total", "right"),
             ("cached", "right"),
             ("reasoning", "right"),
+            ("cost", "right"),
         ],
     )
     totals = [0] * 7
@@ -342,9 +401,21 @@ def usage(
         values = [row.runs, *dataclasses.astuple(row.usage)]
         totals = [a + b for a, b in zip(totals, values, strict=True)]
         table.add_row(
-            Text(row.key if row.key is not None else "(none)"), *(f"{v:,}" for v in values)
+            Text(row.key if row.key is not None else "(none)"),
+            *(f"{v:,}" for v in values),
+            _cost(row.cost),
         )
     if len(rows) > 1:
+        costs = [row.cost for row in rows]
+        total = None if None in costs else sum(cost or 0.0 for cost in costs)
         table.add_section()
-        table.add_row("total", *(f"{v:,}" for v in totals), style="bold")
+        table.add_row("total", *(f"{v:,}" for v in totals), _cost(total), style="bold")
     make_console().print(table)
+    unpriced = {name for row in rows for name in row.unpriced}
+    if unpriced:
+        names = sorted(unpriced, key=lambda name: (name is not None, name or ""))
+        say(f"cost ?: {unknown_cost_reason(names)} (add prices with --prices FILE)")
+
+
+def _cost(usd: float | None) -> str:
+    return "?" if usd is None else cost_text(usd)

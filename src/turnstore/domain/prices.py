@@ -37,7 +37,7 @@ from ..errors import ArgumentTypeError, InvalidOperationError
 from . import validate
 from .model import Usage
 
-__all__ = ["Price", "Prices", "cost_of"]
+__all__ = ["Price", "Prices", "cost_of", "cost_text", "unknown_cost_reason"]
 
 _FIELDS = ("model", "input", "cached_input", "output", "reasoning", "valid_from", "valid_until")
 # A dated snapshot (gpt-4o-2024-08-06) is priced as its model where not priced itself.
@@ -81,6 +81,31 @@ def cost_of(usage: Usage, price: Price) -> float:
         + reasoning * price.reasoning
     )
     return millionths / 1_000_000
+
+
+def cost_text(usd: float) -> str:
+    """A cost as the CLI and the viewer show it: cents from a dollar, else the figure to the
+    millionth of a dollar (a run's cost is often a fraction of a cent)."""
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    if usd == 0:
+        return "$0"
+    if usd < 0.000_001:
+        return "<$0.000001"
+    return "$" + f"{usd:.6f}".rstrip("0")
+
+
+def unknown_cost_reason(unpriced: Iterable[str | None]) -> str:
+    """Why a cost is unknown, from its ``unpriced`` models (None: runs with no model recorded,
+    written without ``session.hooks``)."""
+    names = list(unpriced)
+    parts = []
+    models = [repr(name) for name in names if name is not None]
+    if models:
+        parts.append("no price for " + ", ".join(models))
+    if None in names:
+        parts.append("tokens with no model recorded")
+    return "; ".join(parts) or "a model with no price"
 
 
 class Prices:
