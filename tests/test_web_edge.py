@@ -487,14 +487,18 @@ def test_writes_without_the_token_are_refused(viewer: Viewer) -> None:
     one, it is a 403 and nothing changes."""
     run = str(viewer.run_ids[0])
     asyncio.run(viewer.store.name_branch("alpha", viewer.run_ids[0], "tokyo"))
+    note = asyncio.run(viewer.store.annotate(viewer.run_ids[0], "label", label="to delete"))
     writes = {  # in an order in which each, with its token, is written
         "/switch-branch/alpha": {"name": "tokyo"},
         "/checkout/alpha": {"run": run},
         "/name-branch/alpha": {"run": run, "name": "renamed"},
+        "/annotate/alpha": {"run": run, "name": "thumbs", "value": "0"},
+        "/delete-annotation/alpha": {"annotation": str(note.id)},
     }
     routes = {route.path for route in viewer.app.routes if "POST" in getattr(route, "methods", ())}
     assert routes == {"/checkout/{session_id:path}", "/name-branch/{session_id:path}",
-                      "/switch-branch/{session_id:path}"}  # fmt: skip
+                      "/switch-branch/{session_id:path}", "/annotate/{session_id:path}",
+                      "/delete-annotation/{session_id:path}"}  # fmt: skip
     before = asyncio.run(snapshot(viewer.store))
     for path, form in writes.items():
         for token in (None, "", "x", viewer.token[:-1]):

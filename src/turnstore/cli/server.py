@@ -81,7 +81,11 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     writable: Annotated[
         bool,
-        typer.Option("--writable", help="Allow making a branch the active one (else read-only)."),
+        typer.Option(
+            "--writable",
+            help="Allow making a branch the active one, naming branches and annotating runs "
+            "(else read-only).",
+        ),
     ] = False,
     allow_host: Annotated[
         list[str] | None,

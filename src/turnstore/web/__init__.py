@@ -35,8 +35,9 @@ def create_app(
 
     ``store`` is an open ``Store`` (the caller closes it) or a database path or URL, opened
     when the server starts (with ``Store.open(..., read_only=True)`` unless ``read_only`` is
-    False) and closed when it stops. ``read_only=False`` adds the one write the viewer
-    offers: making a branch the session's active one. Requests must name one of
+    False) and closed when it stops. ``read_only=False`` adds the writes the viewer
+    offers: making a branch the session's active one, naming a branch, and annotating a run
+    (thumbs, a label, a note) or deleting an annotation. Requests must name one of
     ``allowed_hosts`` in their ``Host`` header (default: the loopback names), so that another
     web site cannot read the viewer through DNS rebinding: names and IP addresses, where an
     unspecified address (``0.0.0.0``, ``::``) admits every IP literal and ``"*"`` any host

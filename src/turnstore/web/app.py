@@ -41,7 +41,7 @@ from ..errors import (
     NotFoundError,
     TurnstoreError,
 )
-from . import catalogue, timeline
+from . import annotating, catalogue, timeline
 from . import format as fmt
 from .hosts import HostCheck, HostPolicy
 from .params import Page, Params, whole_number
@@ -49,6 +49,7 @@ from .params import Page, Params, whole_number
 __all__ = ["build_app"]
 
 HERE = Path(__file__).parent
+MAX_FORM_BYTES = 1 << 20  # the viewer's forms are short; a note is at most 64 Ki characters
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -119,6 +120,14 @@ class Urls:
     def checkout(self, session_id: str) -> str:
         """Where the form that makes a branch active posts to (not in read-only mode)."""
         return f"{self.root}/checkout/{quote(session_id, safe='')}"
+
+    def annotate(self, session_id: str) -> str:
+        """Where the forms that annotate a run post (not in read-only mode)."""
+        return f"{self.root}/annotate/{quote(session_id, safe='')}"
+
+    def delete_annotation(self, session_id: str) -> str:
+        """Where the form that deletes an annotation posts (not in read-only mode)."""
+        return f"{self.root}/delete-annotation/{quote(session_id, safe='')}"
 
     def compare(self, session_id: str, a: int, b: int | None = None) -> str:
         """Two courses of a session compared: the branch through run ``a`` against the one
@@ -268,12 +277,14 @@ def build_app(
         view = await store.path_view(
             session_id, through=params.integer("run"), start=start, stop=stop, limit=page_size
         )
+        notes = await annotating.run_annotations(store, session_id, view)
         if params.text("partial"):
             # Another page of the same branch, for the "earlier" / "later" buttons.
             return render(
                 request,
                 "_window.html",
                 view=view,
+                notes=notes,
                 info=info,
                 on_active_path=_on_active_path(view, info.head_run_id),
                 show_earlier=start is None,
@@ -287,6 +298,7 @@ def build_app(
             nav="sessions",
             info=info,
             view=view,
+            notes=notes,
             branches=branches,
             summary=summary,
             active_name=next((b.name for b in branches if b.active), None),
@@ -358,7 +370,15 @@ def build_app(
             "application/x-www-form-urlencoded"
         ):
             raise HTTPException(415, "expected a form")
-        form = parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(413, f"a form of at most {MAX_FORM_BYTES:,} bytes")
+        try:
+            # Strictly: a value that is not UTF-8 (a lone surrogate, percent-encoded) is
+            # refused, not stored as another text with U+FFFD in its place.
+            form = parse_qs(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError:
+            raise HTTPException(400, "the form is not valid UTF-8") from None
         token = form.get("token", [""])[0]
         if not hmac.compare_digest(token.encode(), csrf_token.encode()):
             raise HTTPException(403, "this form did not come from this viewer")
@@ -394,6 +414,20 @@ def build_app(
         # A refused name (control characters, surrounding space, taken) is the store's
         # InvalidOperationError: a 400 page that says why.
         await _store(request).name_branch(session_id, run_id, name or None)
+        return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
+
+    async def annotate(request: Request, params: Params) -> Response:
+        """Add an annotation to a run (thumbs, a label, a note); not in read-only mode."""
+        session_id = params.path_text("session_id")
+        form = await posted_form(request)
+        run_id = await annotating.annotate(_store(request), session_id, form)
+        return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
+
+    async def delete_annotation(request: Request, params: Params) -> Response:
+        """Delete an annotation of a run of the session; not in read-only mode."""
+        session_id = params.path_text("session_id")
+        form = await posted_form(request)
+        run_id = await annotating.delete(_store(request), session_id, form)
         return RedirectResponse(_urls(request).run_in_context(session_id, run_id), 303)
 
     # -- errors --------------------------------------------------------------------------
@@ -432,6 +466,10 @@ def build_app(
         routes.append(Page("/checkout/{session_id:path}", checkout, methods=["POST"]))
         routes.append(Page("/name-branch/{session_id:path}", name_branch, methods=["POST"]))
         routes.append(Page("/switch-branch/{session_id:path}", switch_branch, methods=["POST"]))
+        routes.append(Page("/annotate/{session_id:path}", annotate, methods=["POST"]))
+        routes.append(
+            Page("/delete-annotation/{session_id:path}", delete_annotation, methods=["POST"])
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
