@@ -66,6 +66,7 @@ CROSS_SESSION = {
         f"annotation_stats_by_{key}": f"annotation statistics per {key}, across sessions"
         for key in ("agent", "model", "tool", "day", "run")
     },
+    "dataset_runs": "the runs a dataset selects, across sessions (Store.dataset)",
     "search": "full-text search across sessions, one optionally",
     "search_recent": "full-text search across sessions, one optionally",
 }

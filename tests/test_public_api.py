@@ -28,6 +28,7 @@ FOREIGN = {
     "Awaitable",
     "BaseException",
     "Callable",
+    "IO",
     "Iterable",
     "Iterator",
     "Literal",

@@ -20,6 +20,7 @@ from .domain.model import (
     AnnotationStats,
     Branch,
     BranchOrigin,
+    DatasetRecord,
     Fork,
     HistoryTail,
     ModelResponse,
@@ -61,6 +62,7 @@ from .errors import (
     StorageError,
     TurnstoreError,
 )
+from .formats.dataset import DatasetFormat
 from .formats.export import ExportFormat
 from .importers.adopt import adopt_sdk_sessions
 from .importers.copy import CopySummary, copy
@@ -101,6 +103,8 @@ __all__ = [
     "CopySummary",
     "DatabaseInfo",
     "DatabaseKind",
+    "DatasetFormat",
+    "DatasetRecord",
     "ExpectedHead",
     "ExportFormat",
     "Fork",

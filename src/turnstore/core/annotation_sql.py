@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from .ops import All, Execute, Insert, One, Statement, Value
 
 __all__ = [
+    "FILTERS",
     "RUN_ANNOTATIONS_VIEW",
     "STATEMENTS",
     "AnnotationRow",
@@ -88,7 +89,7 @@ RUN_ANNOTATIONS_VIEW = """CREATE VIEW run_annotations AS
         LEFT JOIN tool_calls t ON t.session_id = a.session_id AND t.id = a.tool_call_id"""
 
 # The optional filters of a listing and of the statistics (a flag each: see the docstring).
-_FILTERS = """
+FILTERS = """
           AND (:name_given = 0 OR a.name = :name)
           AND (:source_given = 0 OR a.source = :source)
           AND (:label_given = 0 OR a.label = :label)
@@ -139,7 +140,7 @@ TOOL_CALL_RUN = Value(
 # newest first (the caller turns them oldest first).
 _LIST = f"""
         SELECT {_COLUMNS} FROM annotations a
-        WHERE {{condition}} {_FILTERS}
+        WHERE {{condition}} {FILTERS}
         ORDER BY a.created_at DESC, a.id DESC LIMIT :limit"""
 ANNOTATIONS_BY_RUN = All(
     "annotations_by_run",
@@ -165,7 +166,7 @@ def annotation_stats_sql(key: str) -> str:
         FROM annotations a
         JOIN runs r ON r.session_id = a.session_id AND r.id = a.run_id
         LEFT JOIN tool_calls t ON t.session_id = a.session_id AND t.id = a.tool_call_id
-        WHERE (:sid_given = 0 OR a.session_id = :sid) {_FILTERS}
+        WHERE (:sid_given = 0 OR a.session_id = :sid) {FILTERS}
         GROUP BY {key}, a.name"""
 
 

@@ -11,7 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from . import annotation_sql, catalogue_sql, usage_sql
+from . import annotation_sql, catalogue_sql, dataset_sql, usage_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -629,6 +629,8 @@ STATEMENTS: tuple[Statement, ...] = (
     + catalogue_sql.STATEMENTS
     + usage_sql.STATEMENTS
     + annotation_sql.STATEMENTS
+    + dataset_sql.STATEMENTS
 )
-"""Every statement, in declaration order (the catalogue's pages, usage, then annotations' last:
-``core.catalogue_sql``, ``core.usage_sql``, ``core.annotation_sql``)."""
+"""Every statement, in declaration order (the catalogue's pages, usage, annotations, then
+datasets' last: ``core.catalogue_sql``, ``core.usage_sql``, ``core.annotation_sql``,
+``core.dataset_sql``)."""

@@ -24,6 +24,7 @@ __all__ = [
     "AnnotationStats",
     "Branch",
     "BranchOrigin",
+    "DatasetRecord",
     "HistoryTail",
     "ModelResponse",
     "NewRun",
@@ -547,3 +548,18 @@ class AnnotationStats:
     mean: float | None
     minimum: float | None
     maximum: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRecord:
+    """One run as a dataset holds it (``Store.dataset``): ``input``, the items the model had
+    (the model's view up to and including the run's user message, exactly as stored),
+    ``output``, the items it gave (the rest of the run), with the run, its session's user, its
+    tool calls and its annotations."""
+
+    run: Run
+    user_id: str | None
+    input: list[Any]
+    output: list[Any]
+    tool_calls: list[ToolCall]
+    annotations: list[Annotation]

@@ -12,6 +12,7 @@ Scale-out: every statement on a session's rows filters each table it touches by
 from __future__ import annotations
 
 from ..core import catalogue_sql as C
+from ..core import dataset_sql as D
 from ..core import statements as S
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
@@ -214,6 +215,20 @@ _OWN: dict[Statement, str] = {
         ) f
         WHERE path.depth BETWEEN :lo AND :hi
         ORDER BY path.depth""",
+    # A dataset's record (see sqlite/sql.py): the walk up and each run's items as LATERAL
+    # lookups on the session's keys.
+    D.DATASET_ITEMS: f"""
+        WITH RECURSIVE path (id, up) AS (
+            SELECT id, {_VIEW} FROM runs WHERE session_id = :sid AND id = :run_id
+            UNION ALL
+            SELECT r.id, r.up FROM path CROSS JOIN LATERAL (
+                SELECT id, {_VIEW} AS up FROM runs
+                WHERE session_id = :sid AND id = path.up LIMIT 1
+            ) r
+        )
+        SELECT path.id AS run_id, i.id, i.data"""
+    + _PATH_ITEMS.format(order="", limit="OFFSET 0")
+    + " ORDER BY path.id, i.position",
     S.TOOL_CALLS_OF_RUNS: f"""
         SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
         WHERE session_id = :sid

@@ -9,6 +9,7 @@ driver runs.
 from __future__ import annotations
 
 from ..core import catalogue_sql as C
+from ..core import dataset_sql as D
 from ..core import statements as S
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
@@ -210,6 +211,18 @@ _OWN: dict[Statement, str] = {
         ORDER BY path.depth""",
     # "+session_id": not an index for SQLite's planner, which would otherwise walk every call
     # of the session instead of the window's runs (tool_calls_run).
+    # A dataset's record (core/dataset.py): the model's view from one run up, each step a
+    # primary-key lookup, its items in run-id order (a path's ids grow downwards).
+    D.DATASET_ITEMS: """
+        WITH RECURSIVE path (id, up) AS (
+            SELECT r.id, CASE WHEN r.kind IS NULL THEN r.parent_id ELSE r.prior_run_id END
+            FROM runs r WHERE r.id = :run_id AND r.session_id = :sid
+            UNION ALL
+            SELECT r.id, CASE WHEN r.kind IS NULL THEN r.parent_id ELSE r.prior_run_id END
+            FROM runs r JOIN path ON r.id = path.up
+        )
+        SELECT run_id, id, CAST(data AS BLOB) AS data FROM items
+        WHERE run_id IN (SELECT id FROM path) ORDER BY run_id, position""",
     S.TOOL_CALLS_OF_RUNS: f"""
         SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
         WHERE +session_id = :sid AND run_id IN (SELECT value FROM json_each(:run_ids))

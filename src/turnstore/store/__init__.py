@@ -15,6 +15,7 @@ Its methods are grouped by audience, one module each, and ``Store`` composes the
   ``error_spans``; ``_record_spans`` for ``turnstore.tracing``);
 - ``annotations``: judgements of runs (``annotate``, ``update_annotation``,
   ``delete_annotation``, ``annotations``, ``annotation_stats``);
+- ``dataset``: runs as evaluation and fine-tuning records (``dataset``, ``write_dataset``);
 - ``diff``: two courses of a conversation compared (``diff``), on the tree and catalogue;
 - ``chat``: a session as Chat Completions messages (``add_messages``, ``get_messages``).
 
@@ -37,6 +38,7 @@ from .annotations import AnnotationsMixin
 from .catalogue import session_patch
 from .chat import ChatMixin
 from .conversation import ConversationMixin
+from .dataset import DatasetMixin
 from .diff import DiffMixin
 from .opening import inspect_target, open_backend
 from .spans import SpansMixin
@@ -44,7 +46,15 @@ from .spans import SpansMixin
 __all__ = ["Store", "migrate", "session_patch"]
 
 
-class Store(ChatMixin, ConversationMixin, DiffMixin, AnalyticsMixin, SpansMixin, AnnotationsMixin):
+class Store(
+    ChatMixin,
+    ConversationMixin,
+    DiffMixin,
+    DatasetMixin,
+    AnalyticsMixin,
+    SpansMixin,
+    AnnotationsMixin,
+):
     """One database of conversations: open it once, share it between sessions and queries.
 
     ``Store.open(":memory:")``, ``Store.open("conversations.db")`` or

@@ -1,0 +1,92 @@
+"""The SQL of datasets (``core.dataset``), declared once: the runs a dataset selects, and what
+each record reads beside its items.
+
+``DATASET_RUNS`` and ``DATASET_ANNOTATIONS`` run alike on every dialect; ``DATASET_ITEMS`` (a
+walk up the model's view from one run) each dialect writes in its own shape (``sqlite/sql.py``,
+``postgres/sql.py``). Optional filters are bound with a flag each, as ``core.annotation_sql``
+binds them (so that no dialect needs a cast to type a parameter that is sometimes absent).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ..domain.toolcalls import failed_sql
+from .annotation_sql import FILTERS, AnnotationRow
+from .ops import All, Statement
+from .results import RunItemRow
+from .tables import RunRow, columns
+
+__all__ = ["STATEMENTS", "DatasetRunRow"]
+
+
+class DatasetRunRow(NamedTuple):
+    """A run a dataset selects (``RunRow`` + 1): with its session's user."""
+
+    id: int
+    session_id: str
+    parent_id: int | None
+    depth: int
+    user_message: str | None
+    assistant_message: str | None
+    agent_name: str | None
+    model: str | None
+    status: str | None
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    item_count: int
+    created_at: Any
+    updated_at: Any
+    kind: str | None
+    prior_run_id: int | None
+    compacted_by: int | None
+    user_id: str | None
+
+
+# Conversation runs only (a compaction run is no model turn), in (session, run) order after
+# the last one of the previous page: a keyset, so that a page costs the same however deep.
+DATASET_RUNS = All(
+    "dataset_runs",
+    f"""
+        SELECT {columns(RunRow, "r")}, s.user_id
+        FROM runs r JOIN sessions s ON s.session_id = r.session_id
+        WHERE r.kind IS NULL
+          AND (r.session_id > :after_sid OR (r.session_id = :after_sid AND r.id > :after_id))
+          AND (:sid_given = 0 OR r.session_id = :sid)
+          AND (:user_given = 0 OR s.user_id = :user)
+          AND (:agent_given = 0 OR r.agent_name = :agent)
+          AND (:model_given = 0 OR r.model = :model)
+          AND (:run_since_given = 0 OR r.created_at >= :run_since)
+          AND (:run_until_given = 0 OR r.created_at < :run_until)
+          AND (:failed_given = 0 OR EXISTS (
+              SELECT 1 FROM tool_calls t
+              WHERE t.session_id = r.session_id AND t.run_id = r.id
+                AND {failed_sql("t.status", "t.error")}))
+          AND (:annotated_given = 0 OR EXISTS (
+              SELECT 1 FROM annotations a
+              WHERE a.session_id = r.session_id AND a.run_id = r.id {FILTERS}))
+        ORDER BY r.session_id, r.id LIMIT :limit""",
+    row=DatasetRunRow,
+)
+# The annotations of a page's runs of one session (a range of its run ids; the caller keeps
+# those of the runs it selected), in the order they were made.
+DATASET_ANNOTATIONS = All(
+    "dataset_annotations",
+    f"""
+        SELECT {columns(AnnotationRow, "a")} FROM annotations a
+        WHERE a.session_id = :sid AND a.run_id >= :first AND a.run_id <= :last
+        ORDER BY a.run_id, a.created_at, a.id""",
+    row=AnnotationRow,
+)
+# The items of the model's view from the run ``:run_id`` up: its own and those of every run
+# above it (a compaction run in place of the runs it replaced), oldest first.
+DATASET_ITEMS = All("dataset_items", row=RunItemRow)
+
+STATEMENTS: tuple[Statement, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Statement)
+)
+"""The statements of datasets, in declaration order."""
