@@ -3,8 +3,8 @@ store tests (tests/test_session_list.py) and the viewer's browser tests read it.
 
 Oldest first: ``old-big`` holds the most tokens, runs and tool calls, so that a sort by them
 puts it first although it is the oldest session; ``weather`` has a failed tool call; ``refund``
-a failed run; ``idle`` no runs at all; then ``fillers`` sessions of one small run each, the
-newest, enough to push the others off the first page.
+a failed run and an edited question (two branches); ``idle`` no runs at all; then ``fillers``
+sessions of one small run each, the newest, enough to push the others off the first page.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from builders import assistant, call, output, user
-from turnstore import ResponseRecord, Store, Telemetry, Usage
+from turnstore import ResponseRecord, Store, StructuredSession, Telemetry, Usage
 
 SDK_ERROR = "An error occurred while running the tool. Please try again."
 BIG_TOKENS = 1_179_068  # issue 29's largest session
@@ -45,7 +45,7 @@ async def _turn(
 
 async def build_catalogue(store: Store, fillers: int = 0) -> dict[str, Any]:
     """Write the catalogue; returns the time between ``old-big`` and the rest (``since``)."""
-    for n in range(3):  # three runs, two tool calls each
+    for n in range(4):  # four runs, two tool calls each
         await _turn(
             store,
             "old-big",
@@ -59,7 +59,7 @@ async def build_catalogue(store: Store, fillers: int = 0) -> dict[str, Any]:
             ],
             agent="planner",
             model="gpt-big",
-            tokens=BIG_TOKENS // 3 + (BIG_TOKENS % 3 if n == 0 else 0),
+            tokens=BIG_TOKENS // 4 + (BIG_TOKENS % 4 if n == 0 else 0),
         )
     await store.update_session("old-big", user_id="carol", title="Database migration plan")
     between = datetime.now(timezone.utc)
@@ -89,6 +89,11 @@ async def build_catalogue(store: Store, fillers: int = 0) -> dict[str, Any]:
         model="gpt-small",
         tokens=81_878,
     )
+    # Then the user edited the question: a second branch, the active one, to compare.
+    refund = StructuredSession("refund", store)
+    asked = (await refund.runs())[-1]
+    await refund.edit(asked.id, "Refund order 42 to my card, please")
+    await refund.add_items([assistant("Refunded to your card.")])
     await store.update_session(
         "refund", user_id="bob", title="Refund for order 42", metadata={"tier": "gold"}
     )

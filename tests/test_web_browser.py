@@ -227,8 +227,8 @@ def test_the_catalogue_shows_and_sorts_what_sessions_hold(
     watch = Watch(page)
     page.goto(base + "/sessions")
     headers = [text.strip() for text in page.locator("table.sessions th").all_text_contents()]
-    assert headers == ["Session", "User", "Runs", "Branches", "Tokens", "Failed", "Created",
-                       "Updated"]  # fmt: skip
+    assert headers == ["Session", "User", "Runs", "Branches", "Tokens", "Tool calls", "Failed",
+                       "Created", "Updated"]  # fmt: skip
     page.get_by_role("link", name="Runs", exact=True).click()
     page.wait_for_url(re.compile(r"sort=runs"))
     cells = page.locator("table.sessions td.num:nth-child(3)").all_inner_texts()

@@ -3,7 +3,6 @@ whole store (``Store.sessions``, the viewer's sessions list too)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
@@ -15,7 +14,7 @@ from rich.text import Text
 from .. import SessionOrder
 from ..domain import jsonout
 from ..domain.model import FIRST_PAGE, RUN_STATUSES, SessionPage, SessionSummary
-from ..errors import InvalidOperationError
+from ..domain.pairs import metadata_pairs
 from .app import command
 from .database import open_store, run_command
 from .options import (
@@ -54,23 +53,6 @@ def failed_text(summary: SessionSummary) -> str:
         if count
     ]
     return " · ".join(parts)
-
-
-def _metadata_filter(pairs: Sequence[str]) -> dict[str, Any] | None:
-    """``KEY=VALUE`` pairs; a value that reads as JSON (42, true, null) is that value."""
-    if not pairs:
-        return None
-    result: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise InvalidOperationError(f"--meta takes KEY=VALUE, not {pair!r}")
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            value = raw
-        result[key] = value if isinstance(value, (str, int, float, bool, type(None))) else raw
-    return result
 
 
 class SessionSortOption(str, Enum):
@@ -112,7 +94,7 @@ def _session_filters(
     from ``since`` to ``until`` when it was active in it: written since, created before."""
     return {
         "user_id": user,
-        "metadata": _metadata_filter(meta),
+        "metadata": metadata_pairs(meta, "--meta"),
         "title": title,
         "agent_name": agent,
         "model": model,
@@ -273,7 +255,9 @@ def _print_table(page: SessionPage, summaries: dict[str, SessionSummary], total:
     console = make_console()
     if page.sessions:
         console.print(table)
-        console.print(f"{len(page.sessions):,} of {total:,} sessions", style="dim")
+        console.print(
+            f"{len(page.sessions):,} of {total:,} session{'s' * (total != 1)}", style="dim"
+        )
     else:
         console.print("No sessions.")
     if page.next_cursor is not None:

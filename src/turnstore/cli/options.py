@@ -12,7 +12,6 @@ None``; ``--since`` and ``--until`` are read by ``parse_time``.
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -20,6 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import typer
 
 from ..domain.targets import split_schema
+from ..domain.units import written_duration
 from ..errors import ConfigurationError, InvalidOperationError
 from .output import Format, fail
 
@@ -111,23 +111,22 @@ def output_format(*, as_json: bool, ndjson: bool, csv: bool, tsv: bool) -> Forma
     return chosen[0] if chosen else Format.table
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
-# The longest duration whose cutoff a datetime can hold (it reaches back from now).
-_LONGEST = timedelta(days=365 * 1000)
+_DURATIONS = "90d, 12h, 30m or 2w (s, m, h, d, w)"
 
 
 def parse_duration(text: str, option: str) -> timedelta:
     """``90d``, ``12h``, ``30m``, ``2w``, ``45s`` as a timedelta (more than zero, at most a
     thousand years)."""
-    match = _DURATION.fullmatch(text.strip())
-    seconds = 0 if match is None else int(match.group(1)) * _UNITS[match.group(2)]
-    if not 0 < seconds <= _LONGEST.total_seconds():
+    try:
+        span = written_duration(text)
+    except ValueError:
+        span = None
+    if span is None:
         raise InvalidOperationError(
             f"{option} takes a duration of more than zero and at most 1000 years, such as "
-            f"90d, 12h, 30m or 2w (s, m, h, d, w), not {text!r}"
+            f"{_DURATIONS}, not {text!r}"
         )
-    return timedelta(seconds=seconds)
+    return span
 
 
 def parse_time(value: str | None, option: str) -> datetime | None:
@@ -135,10 +134,11 @@ def parse_time(value: str | None, option: str) -> datetime | None:
     from now (``7d``, ``12h``: as ``prune --idle-for`` takes it)."""
     if value is None:
         return None
-    if _DURATION.fullmatch(value.strip()):
-        return datetime.now(timezone.utc) - parse_duration(value, option)
     try:
-        return datetime.fromisoformat(value)
+        span = written_duration(value)
+        return (
+            datetime.now(timezone.utc) - span if span is not None else datetime.fromisoformat(value)
+        )
     except ValueError:
         raise InvalidOperationError(
             f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00) or a "

@@ -12,9 +12,11 @@ and hours (``2.4 s``, ``3 min 05 s``, ``1 h 02 min``).
 from __future__ import annotations
 
 import math
+import re
+from datetime import timedelta
 from typing import Any
 
-__all__ = ["MS_DECIMALS", "duration_text", "elapsed_ms", "kept_ms"]
+__all__ = ["MS_DECIMALS", "duration_text", "elapsed_ms", "kept_ms", "written_duration"]
 
 MS_DECIMALS = 3
 """Milliseconds are kept to this many decimals: the microsecond."""
@@ -53,3 +55,22 @@ def duration_text(ms: float | None) -> str:
         return f"{minutes} min {whole:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+# The longest duration whose cutoff a datetime can hold (it reaches back from now).
+_LONGEST = timedelta(days=365 * 1000)
+
+
+def written_duration(text: str) -> timedelta | None:
+    """A duration as people write one for ``--since 7d`` or ``prune --idle-for 90d`` (the CLI)
+    and the viewer's time range: ``90d``, ``12h``, ``30m``, ``2w``, ``45s``; None when
+    ``text`` is not written so. ValueError when it is zero or more than a thousand years."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        return None
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if not 0 < seconds <= _LONGEST.total_seconds():
+        raise ValueError(f"{text!r} is zero or more than 1000 years")
+    return timedelta(seconds=seconds)

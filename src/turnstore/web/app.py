@@ -446,7 +446,12 @@ def build_app(
 
     routes: list[Route | Mount] = [
         Page("/", home),
-        Page("/sessions", sessions_page, query=("q", "user", "after", "sort"), name="sessions"),
+        Page(
+            "/sessions",
+            sessions_page,
+            query=("q", "after", "start", "sort", *catalogue.FILTERS),
+            name="sessions",
+        ),
         Page(
             "/sessions/{session_id:path}",
             session_page,

@@ -6,15 +6,22 @@ parameters come checked by the viewer's edge (``params.Params``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple
 
 from starlette.exceptions import HTTPException
 
-from .. import Store
-from ..domain.model import FIRST_PAGE, SearchResult, SessionInfo, SessionSummary, Usage
+from .. import SessionOrder, Store
+from ..domain.model import (
+    FIRST_PAGE,
+    RUN_STATUSES,
+    SearchResult,
+    SessionInfo,
+    SessionSummary,
+    Usage,
+)
+from ..domain.pairs import metadata_pairs
 from .format import bar_chart, fill_days
 from .params import Params
 
@@ -22,15 +29,19 @@ __all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
 
 LIST_LIMIT = 20  # rows in the tools page's lists
 
-# How the sessions page sorts: newest created or updated first across the catalogue (paged),
-# or a page's sessions by one of their numbers.
-PAGE_SORTS: dict[str, Callable[[SessionSummary], int]] = {
-    "runs": lambda summary: summary.runs,
-    "branches": lambda summary: summary.branches,
-    "tokens": lambda summary: summary.total_tokens,
-    "failed": lambda summary: summary.failed_runs + summary.failed_tool_calls,
+# How the sessions page sorts (its ``sort`` parameter): newest created or updated first, or
+# largest first by what each session's runs and tool calls add up to; across the whole
+# catalogue (Store.sessions), never one page.
+SORTS: dict[str, SessionOrder] = {
+    "created": "created_at",
+    "updated": "updated_at",
+    "runs": "runs",
+    "tokens": "tokens",
+    "tools": "tool_calls",
+    "failed": "failures",
 }
-SORTS = ("created", "updated", *PAGE_SORTS)
+# The sessions list's filters, as the page's query names them.
+FILTERS = ("user", "title", "agent", "model", "status", "failed", "meta", "since", "until")
 
 
 class Listed(NamedTuple):
@@ -53,8 +64,9 @@ class Hit:
 
 
 async def sessions_page(store: Store, params: Params, page_size: int) -> dict[str, Any]:
-    """Newest sessions first, a page at a time, or the items matching a search."""
-    query, user, after = params.text("q"), params.key("user"), params.text("after")
+    """The sessions the filters keep, sorted across the catalogue, a page at a time with
+    their total; or the items matching a search."""
+    query, user = params.text("q"), params.key("user")
     values: dict[str, Any] = {"q": query or "", "user": user or "", "hits": None, "page": None}
     if query is not None:
         results = await store.search(query, limit=page_size)
@@ -71,18 +83,45 @@ async def sessions_page(store: Store, params: Params, page_size: int) -> dict[st
     sort = params.text("sort") or "created"
     if sort not in SORTS:
         raise HTTPException(400, f"sort is one of {', '.join(SORTS)}")
+    filters = _session_filters(params)
+    after, start = params.text("after"), params.integer("start") or 0
     page = await store.sessions(
-        user_id=user,
+        **filters,
+        order_by=SORTS[sort],
         limit=page_size,
         after=FIRST_PAGE if after is None else after,
-        order_by="updated_at" if sort == "updated" else "created_at",
     )
     summaries = await store.session_summaries([info.session_id for info in page])
-    rows = [Listed(info, summaries[info.session_id]) for info in page]
-    if sort in PAGE_SORTS:  # the page's sessions by a number, largest first
-        rows.sort(key=lambda row: PAGE_SORTS[sort](row.summary), reverse=True)
-    values.update(page=page, rows=rows, sort=sort, first_page=after is None)
+    kept = {name: params.text(name) or "" for name in FILTERS}
+    values.update(
+        page=page,
+        rows=[Listed(info, summaries[info.session_id]) for info in page],
+        sort=sort,
+        filters=kept,
+        filtered=any(value for name, value in kept.items() if name != "user"),
+        total=await store.count_sessions(**filters),
+        start=start,
+        first_page=after is None,
+        statuses=RUN_STATUSES,
+    )
     return values
+
+
+def _session_filters(params: Params) -> dict[str, Any]:
+    """The list's filters as ``Store.sessions`` takes them. A session is in the time range
+    when it was active in it: written since ``since``, created before ``until``."""
+    meta = params.text("meta")
+    return {
+        "user_id": params.key("user"),
+        "title": params.text("title"),
+        "agent_name": params.text("agent"),
+        "model": params.text("model"),
+        "run_status": params.text("status"),
+        "failed_tool_calls": params.text("failed") is not None,
+        "metadata": metadata_pairs([meta] if meta else [], "meta"),
+        "updated_after": params.day("since"),
+        "created_before": params.day("until", end=True),
+    }
 
 
 def _range(params: Params) -> tuple[datetime | None, datetime | None]:

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..domain.units import written_duration
 from ..domain.validate import MAX_INT, MAX_KEY_BYTES
 
 __all__ = ["MAX_ID", "Page", "Params", "whole_number"]
@@ -104,15 +105,19 @@ class Params:
 
     def day(self, name: str, *, end: bool = False) -> datetime | None:
         """The query parameter ``name`` as a UTC date (``2026-11-23``, what a date field
-        sends) or ISO 8601 time, None if absent or blank; else a 400. A date ``end``s a
-        range: it means the end of that day (the next midnight), so the day is included."""
+        sends), an ISO 8601 time or a duration back from now (``7d``, ``12h``: as the CLI's
+        ``--since``), None if absent or blank; else a 400. A date ``end``s a range: it means
+        the end of that day (the next midnight), so the day is included."""
         value = self.text(name)
         if value is None:
             return None
         try:
-            when = datetime.fromisoformat(value)
+            span = written_duration(value)
+            when = datetime.now(timezone.utc) - span if span else datetime.fromisoformat(value)
         except ValueError:
-            raise HTTPException(400, f"{name} must be a date (YYYY-MM-DD) or a time") from None
+            raise HTTPException(
+                400, f"{name} must be a date (YYYY-MM-DD), a time or a duration (7d, 12h)"
+            ) from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=timezone.utc)
         if end and _DATE.fullmatch(value):
