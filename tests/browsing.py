@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 
 from support import require_module, unavailable
+from turnstore import Prices
 from turnstore.web import create_app
 
 # One launch configuration serves these tests and the viewer's benchmark.
@@ -47,13 +48,13 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def live_viewer(db: str, *, read_only: bool = True) -> Iterator[str]:
+def live_viewer(db: str, *, read_only: bool = True, prices: Prices | None = None) -> Iterator[str]:
     """The base URL of a live viewer over the database ``db``, opened as ``turnstore serve``
-    opens it (``--writable`` unless ``read_only``)."""
+    opens it (``--writable`` unless ``read_only``; ``--prices`` as ``prices``)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(db, read_only=read_only)
+    app = create_app(db, read_only=read_only, prices=prices)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

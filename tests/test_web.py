@@ -561,7 +561,7 @@ def test_serve_command(
     assert runner.invoke(app, ["serve", "--db", db]).exit_code == 0
     assert served[-1] == (
         (db,),
-        {"host": "127.0.0.1", "port": 8000, "read_only": True, "allow_hosts": []},
+        {"host": "127.0.0.1", "port": 8000, "read_only": True, "allow_hosts": [], "prices": None},
     )
     result = runner.invoke(
         app,
@@ -573,7 +573,13 @@ def test_serve_command(
     assert result.exit_code == 0
     assert served[-1] == (
         (db,),
-        {"host": "0.0.0.0", "port": 9, "read_only": False, "allow_hosts": ["a.test", "b.test"]},
+        {
+            "host": "0.0.0.0",
+            "port": 9,
+            "read_only": False,
+            "allow_hosts": ["a.test", "b.test"],
+            "prices": None,
+        },
     )
 
 

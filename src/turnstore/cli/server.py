@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +13,7 @@ from rich.markup import escape
 from .. import Store
 from ..domain.extras import require
 from ..domain.model import Run
+from ..domain.prices import Prices
 from ..errors import TurnstoreError
 from .app import command
 from .database import check_database, open_store, run_command
@@ -95,6 +97,15 @@ def serve(
             "any other are refused, so that a web page cannot reach it by DNS rebinding.",
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON price file layered over turnstore's prices for the costs shown "
+            "(as usage --prices takes it).",
+            metavar="FILE",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Browse the conversations in a web page: sessions, branches, tool calls, usage.
 
@@ -105,11 +116,18 @@ def serve(
         # Opened once now, as the server will open it, so that what would stop the server at
         # start (a schema too old to read without migrating) is one line here.
         Store.open(target, read_only=not writable).close()
+        # Without a file the viewer prices with the shipped table itself.
+        table = None if prices is None else Prices.default().with_entries(Prices.load(prices))
         require("web", "turnstore serve")
         from ..web import serve as serve_web
 
         serve_web(
-            target, host=host, port=port, read_only=not writable, allow_hosts=allow_host or []
+            target,
+            host=host,
+            port=port,
+            read_only=not writable,
+            allow_hosts=allow_host or [],
+            prices=table,
         )
     except TurnstoreError as exc:
         raise fail(str(exc)) from None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..domain.extras import missing_extra
+from ..domain.prices import Prices
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -30,6 +31,7 @@ def create_app(
     read_only: bool = True,
     allowed_hosts: list[str] | None = None,
     page_size: int = 30,
+    prices: Prices | None = None,
 ) -> Starlette:
     """The viewer as an ASGI application over ``store``.
 
@@ -42,6 +44,7 @@ def create_app(
     web site cannot read the viewer through DNS rebinding: names and IP addresses, where an
     unspecified address (``0.0.0.0``, ``::``) admits every IP literal and ``"*"`` any host
     (only behind a proxy that checks it). ``page_size`` is the number of runs per page.
+    Costs are priced with ``prices`` (None: ``Prices.default()``).
     """
     try:
         from .app import build_app
@@ -52,6 +55,7 @@ def create_app(
         read_only=read_only,
         allowed_hosts=list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS),
         page_size=page_size,
+        prices=Prices.default() if prices is None else prices,
     )
 
 
@@ -79,6 +83,7 @@ def serve(
     read_only: bool = True,
     allow_hosts: Sequence[str] = (),
     log_level: str = "info",
+    prices: Prices | None = None,
 ) -> None:
     """Serve the viewer for the database ``db`` (a path or URL) until interrupted.
 
@@ -86,11 +91,14 @@ def serve(
     Requests must name loopback, ``host`` or one of the names ``allow_hosts`` (bound to every
     interface: any IP literal, localhost or one of ``allow_hosts``).
     ``db`` is opened as ``Store.open`` opens it (``turnstore serve`` first refuses a missing
-    file or a database of another kind).
+    file or a database of another kind). Costs are priced with ``prices`` (None: the
+    shipped table).
     """
     try:
         import uvicorn
     except ImportError as exc:
         raise missing_extra("web", "the web viewer", exc.name) from exc
-    app = create_app(db, read_only=read_only, allowed_hosts=_hosts_for(host, allow_hosts))
+    app = create_app(
+        db, read_only=read_only, allowed_hosts=_hosts_for(host, allow_hosts), prices=prices
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level)

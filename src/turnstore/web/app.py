@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import Store
 from ..domain.diff import CALL_FIELDS, word_changes
 from ..domain.model import PathView
+from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.units import duration_text
 from ..errors import (
     ClosedError,
@@ -219,6 +220,7 @@ def build_app(
     read_only: bool,
     allowed_hosts: list[str],
     page_size: int,
+    prices: Prices,
 ) -> Starlette:
     """Assemble the application; see ``turnstore.web.create_app``."""
     env = jinja2.Environment(
@@ -239,6 +241,8 @@ def build_app(
         to_json=fmt.to_json,
         item_kind=fmt.item_kind,
         word_changes=word_changes,
+        cost_text=cost_text,
+        cost_reason=unknown_cost_reason,
         call_fields=CALL_FIELDS,
     )
     # A token that only pages of this server carry: another site cannot forge a write.
@@ -292,6 +296,7 @@ def build_app(
             )
         branches = await store.branches(session_id)
         summary = (await store.session_summaries([session_id]))[session_id]
+        costs = await store.usage("session", session_id=session_id, prices=prices)
         return render(
             request,
             "session.html",
@@ -301,6 +306,7 @@ def build_app(
             notes=notes,
             branches=branches,
             summary=summary,
+            cost=costs[0] if costs else None,
             active_name=next((b.name for b in branches if b.active), None),
             current_name=next(
                 (b.name for b in branches if b.leaf_run_id == view.leaf_run_id), None
@@ -361,7 +367,7 @@ def build_app(
         return render(request, "tools.html", nav="tools", **values)
 
     async def usage_page(request: Request, params: Params) -> Response:
-        values = await catalogue.usage_page(_store(request), params)
+        values = await catalogue.usage_page(_store(request), params, prices)
         return render(request, "usage.html", nav="usage", **values)
 
     async def posted_form(request: Request) -> dict[str, list[str]]:

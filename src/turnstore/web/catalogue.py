@@ -22,6 +22,7 @@ from ..domain.model import (
     Usage,
 )
 from ..domain.pairs import metadata_pairs
+from ..domain.prices import Prices
 from .format import bar_chart, fill_days
 from .params import Params
 
@@ -161,12 +162,14 @@ def _total(usages: list[Usage]) -> Usage:
     return Usage(*(sum(getattr(u, name) for u in usages) for name in Usage.__slots__))
 
 
-async def usage_page(store: Store, params: Params) -> dict[str, Any]:
-    """Tokens per UTC day as a chart, with totals and a breakdown by model, in a date range."""
+async def usage_page(store: Store, params: Params, prices: Prices) -> dict[str, Any]:
+    """Tokens per UTC day as a chart, with totals, costs and a breakdown by model, in a date
+    range."""
     user = params.key("user")
     since, until = _range(params)
-    days = await store.usage("day", user_id=user, since=since, until=until)
-    by_model = await store.usage("model", user_id=user, since=since, until=until)
+    days = await store.usage("day", user_id=user, since=since, until=until, prices=prices)
+    by_model = await store.usage("model", user_id=user, since=since, until=until, prices=prices)
+    costs = [row.cost for row in days]
     points = fill_days(
         [
             (date.fromisoformat(row.key), row.usage.input_tokens, row.usage.output_tokens)
@@ -184,4 +187,9 @@ async def usage_page(store: Store, params: Params) -> dict[str, Any]:
         "chart": chart if points else None,
         "total": _total([row.usage for row in days]),
         "runs": sum(row.runs for row in days),
+        "cost": None if None in costs else sum(cost or 0.0 for cost in costs),
+        "unpriced": sorted(
+            {name for row in days for name in row.unpriced},
+            key=lambda name: (name is not None, name or ""),
+        ),
     }
