@@ -8,6 +8,7 @@ reference: each branch's items, and its usage per turn.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sqlite3
@@ -15,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner
+from agents import Agent, Runner, SQLiteSession
 from agents.extensions.memory.advanced_sqlite_session import AdvancedSQLiteSession
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 from agents.usage import InputTokensDetails, OutputTokensDetails, Usage
 
-from turnstore import Store, StructuredSession, adopt_sdk_sessions
+from turnstore import SchemaError, Store, StructuredSession, adopt_sdk_sessions
 from turnstore.importers import import_source, open_source
 
 pytestmark = pytest.mark.e2e
@@ -183,3 +184,87 @@ def rows(path: Path, table: str) -> list[Any]:
         found = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
     conn.close()
     return [json.dumps(row) for row in found]
+
+
+# ---------------------------------------------------------------------------------------------
+# What the SDK's classes write after the adoption: taken up, or refused loudly
+
+
+def user_item(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+async def test_what_sqlite_session_writes_after_adoption_is_taken_up(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    sdk = SQLiteSession("s", path)
+    await sdk.add_items([user_item("sdk 1")])
+    session = StructuredSession("s", path)  # long-lived: it adopts once
+    assert await session.get_items() == [user_item("sdk 1")]
+    await sdk.add_items([user_item("sdk 2"), {"role": "assistant", "content": "a2"}])
+    # Seen by the session that adopted before, and by a new one: taken up once.
+    expected = [user_item("sdk 1"), user_item("sdk 2"), {"role": "assistant", "content": "a2"}]
+    assert await session.get_items() == expected
+    assert await StructuredSession("s", path).get_items() == expected
+    await session.add_items([user_item("turnstore 3")])
+    await sdk.add_items([user_item("sdk 4")])
+    assert [item["content"] for item in await session.get_items()] == [
+        "sdk 1",
+        "sdk 2",
+        "a2",
+        "turnstore 3",
+        "sdk 4",
+    ]
+    assert [run.user_message for run in await session.runs()] == [
+        "sdk 1",
+        "sdk 2",
+        "turnstore 3",
+        "sdk 4",
+    ]
+    sdk.close()
+    session.close()
+
+
+async def test_stores_taking_up_at_once_take_up_once(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    sdk = SQLiteSession("s", path)
+    await sdk.add_items([user_item("sdk 1")])
+    with Store.open(path) as first, Store.open(path) as second:
+        assert await StructuredSession("s", first).get_items() == [user_item("sdk 1")]
+        await sdk.add_items([user_item("sdk 2")])
+        views = await asyncio.gather(
+            *(StructuredSession("s", store).get_items() for store in (first, second, first))
+        )
+        assert views == [[user_item("sdk 1"), user_item("sdk 2")]] * 3
+    sdk.close()
+
+
+async def test_what_advanced_sqlite_session_writes_after_adoption(sdk_file: Path) -> None:
+    session = StructuredSession("adv", sdk_file)
+    before = await session.get_items()
+    # A new AdvancedSQLiteSession is on main, as turnstore's head is: taken up there.
+    sdk = AdvancedSQLiteSession(session_id="adv", db_path=sdk_file)
+    await sdk.add_items([user_item("q4"), {"role": "assistant", "content": "a4"}])
+    assert (
+        await session.get_items()
+        == await sdk.get_items()
+        == [
+            *before,
+            user_item("q4"),
+            {"role": "assistant", "content": "a4"},
+        ]
+    )
+    # Written to another branch than the head's: refused loudly, on every use, changing
+    # nothing; once the head is on that branch, taken up there.
+    await sdk.switch_to_branch("alt")
+    await sdk.add_items([user_item("q3 on alt")])
+    with Store.open(sdk_file) as store:
+        runs = len(await store.tree("adv"))
+        for _ in range(2):
+            with pytest.raises(SchemaError, match="branch 'alt'"):
+                await StructuredSession("adv", store).get_items()
+        assert len(await store.tree("adv")) == runs
+        [alt] = [b for b in await store.branches("adv") if b.name == "alt"]
+        await store.move_head("adv", alt.leaf_run_id, to_parent=False)
+        assert await StructuredSession("adv", store).get_items() == await sdk.get_items()
+    sdk.close()
+    session.close()

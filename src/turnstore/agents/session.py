@@ -212,18 +212,21 @@ class StructuredSession:
 
     async def _ready(self) -> Store:
         """The store, once this session's history in the SDK's own tables of the same file
-        (a ``SQLiteSession`` file) is adopted: see the README, "Switching from SQLiteSession"."""
+        (a ``SQLiteSession`` file) is adopted, and what the SDK wrote there since taken up:
+        see the README, "Switching from SQLiteSession"."""
         store = self.store
         if not self._adopted:
             await adopt.adopt(store, self.session_id)
             self._adopted = True
+        if not adopt.is_plain(store):
+            await adopt.take_up(store, self.session_id)  # one indexed lookup when none
         return store
 
     async def _ready_to_write(self) -> asyncio.CancelledError | None:
         """Adopt as ``_ready`` does, before a write; a cancellation that arrives meanwhile is
         returned, to be raised once the write has ended: a ``CancelledError`` from a write
         means the write is stored (``finish_write``), even on a session's first call."""
-        if self._adopted:
+        if self._adopted and adopt.is_plain(self.store):
             return None
         adoption = asyncio.ensure_future(self._ready())
         try:

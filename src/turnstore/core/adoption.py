@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.model import Run
+from ..errors import SchemaError
 from . import statements as S
-from .append import GraftRun, graft
+from .append import GraftRun, append, graft
 from .branches import branch_tree
+from .codec import PreparedItem
 from .lock import lock_session, set_head
 from .ops import Capability, Op, supports
 from .reads import session_info, session_tree
@@ -23,9 +25,11 @@ __all__ = [
     "AdoptionPlan",
     "adopt",
     "adopted_ids",
+    "behind",
     "keep_names",
     "sdk_tables_held",
     "supersede",
+    "take_up",
     "unadopted",
 ]
 
@@ -59,7 +63,8 @@ def supersede(session_id: str, now: Any) -> Op[bool]:
     table held an unadopted history of it (then the session counts as existing)."""
     if not (yield from sdk_tables_held()) or not (yield from unadopted(session_id)):
         return False
-    return (yield S.CLAIM_SDK_ADOPTION({"sid": session_id, "now": now})) is not None
+    claim = {"sid": session_id, "now": now, "through": None}
+    return (yield S.CLAIM_SDK_ADOPTION(claim)) is not None
 
 
 def adopted_ids() -> Op[set[str]]:
@@ -70,6 +75,7 @@ def adopted_ids() -> Op[set[str]]:
 def adopt(
     session_id: str,
     plan: Callable[[Sequence[tuple[Run, list[Any]]]], AdoptionPlan],
+    through: int | None,
     now: Any,
 ) -> Op[bool]:
     """Claim the session's adoption and add what ``plan`` makes of the stored tree; False
@@ -77,10 +83,12 @@ def adopt(
 
     A session that turnstore already holds (written before adoption existed, or brought in by
     ``turnstore import``) gains the SDK runs it lacks as runs of its tree, and keeps its head
-    unless it has none.
+    unless it has none. ``through`` is the SDK's last row the plan read: rows after it are
+    taken up later (``take_up``).
     """
     sid = session_id
-    claimed: int | None = yield S.CLAIM_SDK_ADOPTION({"sid": sid, "now": now})
+    claim = {"sid": sid, "now": now, "through": through}
+    claimed: int | None = yield S.CLAIM_SDK_ADOPTION(claim)
     if claimed is None:
         return False
     info = yield from session_info(sid)
@@ -92,6 +100,46 @@ def adopt(
     if follow and planned.stored_head is not None:
         yield from set_head(sid, planned.stored_head, now)
     yield from keep_names(sid, planned.names(ids), now)
+    return True
+
+
+def behind(session_id: str) -> Op[int | None]:
+    """The SDK's last row taken over for ``session_id``, if the SDK wrote rows after it."""
+    through: int | None = yield S.SDK_BEHIND({"sid": session_id})
+    return through
+
+
+def take_up(
+    session_id: str,
+    seen: int,
+    through: int,
+    batch: Sequence[PreparedItem],
+    branch: str | None,
+    now: Any,
+) -> Op[bool]:
+    """Append the SDK's rows after ``seen`` up to ``through`` (``batch``) at the head, as
+    ``add_items`` would; False (adding nothing) if another process took them up first.
+
+    ``branch``: the AdvancedSQLiteSession branch they were written to. They go on only if the
+    head is on the turnstore branch of that name; anything else raises ``SchemaError`` (and
+    changes nothing): where they belong is not known, and they must not go unseen.
+    """
+    advanced = yield S.ADVANCE_SDK_ADOPTION({"sid": session_id, "through": through, "seen": seen})
+    if advanced is None:
+        return False
+    if branch is not None:
+        head = yield from lock_session(session_id, now)
+        tree = yield from branch_tree(session_id)
+        name = tree.names.get(tree.fork_of[head.id]) if head.id is not None else None
+        if name != branch:
+            raise SchemaError(
+                f"AdvancedSQLiteSession wrote to branch {branch!r} of session {session_id!r} "
+                f"after turnstore adopted it, and turnstore's head is on "
+                f"{'branch ' + repr(name) if name else 'an unnamed branch'}: switch to the "
+                f"branch named {branch!r} (switch_to_branch) to take those items up there, and "
+                "write through StructuredSession only"
+            )
+    yield from append(session_id, batch, now)
     return True
 
 

@@ -130,6 +130,11 @@ SDK_UNADOPTED = Value("sdk_unadopted", needs=Capability.SDK_ADOPTION, column="pr
 CLAIM_SDK_ADOPTION = Value(
     "claim_sdk_adoption", needs=Capability.SDK_ADOPTION, column="claimed", holds=int
 )
+# The SDK's rows written after a session's adoption (core/adoption.py, take_up).
+SDK_BEHIND = Value("sdk_behind", needs=Capability.SDK_ADOPTION, column="through", holds=int)
+ADVANCE_SDK_ADOPTION = Value(
+    "advance_sdk_adoption", needs=Capability.SDK_ADOPTION, column="advanced", holds=int
+)
 
 # ---------------------------------------------------------------------------------------------
 # Appending (core.append)

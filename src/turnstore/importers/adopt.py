@@ -27,15 +27,15 @@ from ..core.append import GraftRun
 from ..core.codec import prepare_items
 from ..domain import validate
 from ..domain.model import Run
-from ..errors import InvalidItemError, InvalidOperationError, ReadOnlyError
+from ..errors import InvalidItemError, InvalidOperationError, ReadOnlyError, SchemaError
 from ..store import Store, adoption
 from ..store.adoption import AdoptionPlan
 from ..store.base import StoreBase
 from .base import SourceSession
 from .merge import plan_merge
-from .sources import open_source
+from .sdk_sqlite import SQLiteSource
 
-__all__ = ["adopt", "adopt_sdk_sessions"]
+__all__ = ["adopt", "adopt_sdk_sessions", "is_plain", "take_up"]
 
 # Per store: whether its file holds the SDK's messages table (checked at the store's first use).
 _sdk_files: weakref.WeakKeyDictionary[StoreBase, bool] = weakref.WeakKeyDictionary()
@@ -53,12 +53,63 @@ async def adopt(store: StoreBase, session_id: str) -> bool:
             "adopted yet, and a read-only store cannot adopt it: use it once through a writable "
             "store (or run turnstore.adopt_sdk_sessions on one)"
         )
-    source = open_source(path, "sqlite")
+    source = _source(path)
     try:
         session = await source.load(session_id)
     finally:
         await source.aclose()
-    return await adoption.adopt(store, session_id, lambda tree: _plan(store, session, tree))
+    return await adoption.adopt(
+        store, session_id, lambda tree: _plan(store, session, tree), source.last_id
+    )
+
+
+async def take_up(store: StoreBase, session_id: str) -> bool:
+    """Append what the SDK's classes wrote to the adopted ``session_id`` since it was taken
+    over, at the head (as ``add_items`` would); whether this call did. An AdvancedSQLiteSession
+    that wrote to another branch than the head's raises ``SchemaError``: never unseen."""
+    if not await _holds_sdk_tables(store):
+        return False
+    seen = await adoption.behind(store, session_id)
+    if seen is None:
+        return False
+    if store.read_only:
+        raise ReadOnlyError(
+            f"the SDK wrote to session {session_id!r} in {store.label} after turnstore adopted "
+            "it, and a read-only store cannot take those items up: use the session once "
+            "through a writable store"
+        )
+    source = _source(store.label)
+    try:
+        items, through, branches = await source.rows_after(session_id, seen)
+    finally:
+        await source.aclose()
+    if through is None:
+        return False
+    if len(branches) > 1:
+        raise SchemaError(
+            f"AdvancedSQLiteSession wrote to branches {', '.join(sorted(branches))} of session "
+            f"{session_id!r} after turnstore adopted it: turnstore cannot tell which of its "
+            "branches each continues; write through StructuredSession only"
+        )
+    try:
+        batch = prepare_items(items)
+    except InvalidItemError as exc:
+        raise InvalidItemError(
+            f"what the SDK wrote to session {session_id!r} after its adoption cannot be taken "
+            f"up: {exc}"
+        ) from exc
+    branch = next(iter(branches), None)
+    return await adoption.take_up(store, session_id, seen, through, batch, branch)
+
+
+def is_plain(store: StoreBase) -> bool:
+    """Whether the store's database is known to hold none of the SDK's tables (nothing to
+    adopt or take up, ever)."""
+    return _sdk_files.get(store) is False
+
+
+def _source(path: str) -> SQLiteSource:
+    return SQLiteSource(path, None)  # the SDK's default tables: adoption reads no others
 
 
 async def adopt_sdk_sessions(store: Store) -> int:
@@ -74,7 +125,7 @@ async def adopt_sdk_sessions(store: Store) -> int:
     if not await _holds_sdk_tables(store):
         return 0
     adopted = await adoption.adopted_ids(store)
-    source = open_source(store.label, "sqlite")
+    source = _source(store.label)
     try:
         listed = await source.session_ids()
     finally:

@@ -88,6 +88,7 @@ class SQLiteSource(Source):
         self.kind = "advanced-sqlite" if self.advanced else "sqlite"
         self._messages = _quote(tables[messages_table.lower()])
         self._usage = "turn_usage" in tables
+        self.last_id: int | None = None  # the messages table's last row ``load`` read
 
     def _query(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         try:
@@ -126,7 +127,32 @@ class SQLiteSource(Source):
             "WHERE session_id = ? ORDER BY id",
             session_id,
         )
+        self.last_id = rows[-1]["id"] if rows else None
         return linear_session(session_id, map(_item_row, rows))
+
+    async def rows_after(
+        self, session_id: str, after: int
+    ) -> tuple[list[dict[str, Any]], int | None, set[str]]:
+        """The session's items of rows after row ``after`` (those that decode), the last
+        row's id, and the AdvancedSQLiteSession branches they were written to (none for
+        SQLiteSession's rows)."""
+        rows = self._query(
+            f"SELECT id, message_data FROM {self._messages} WHERE session_id = ? AND id > ? "
+            "ORDER BY id",
+            session_id,
+            after,
+        )
+        items = [item for row in rows if (item := decode_item(row["message_data"])) is not None]
+        branches: set[str] = set()
+        if self.advanced and rows:
+            found = self._query(
+                "SELECT DISTINCT branch_id FROM message_structure "
+                "WHERE session_id = ? AND message_id > ?",
+                session_id,
+                after,
+            )
+            branches = {str(row["branch_id"]) for row in found}
+        return items, (rows[-1]["id"] if rows else None), branches
 
     def _load_branches(self, session_id: str) -> SourceSession:
         # Only messages with structure rows: the ones AdvancedSQLiteSession itself returns.
@@ -138,6 +164,7 @@ class SQLiteSource(Source):
                 ORDER BY s.sequence_number, s.id""",
             session_id,
         )
+        self.last_id = max((row["id"] for row in rows), default=None)
         session = SourceSession(session_id)
         branches: dict[str, list[sqlite3.Row]] = {}  # in order of first appearance
         for row in rows:

@@ -462,4 +462,8 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX annotations_tool_call ON annotations (tool_call_id)",
         RUN_ANNOTATIONS_VIEW,
     ],
+    # 14: the last row of the SDK's agent_messages each adoption took over, so that what the
+    # SDK's own classes write to an adopted session later is taken up (core/adoption.py,
+    # take_up). NULL for sessions adopted before: their later SDK rows are not taken up.
+    ["ALTER TABLE sdk_adopted ADD COLUMN through_id INTEGER"],
 ]

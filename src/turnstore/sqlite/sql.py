@@ -103,9 +103,21 @@ _OWN: dict[Statement, str] = {
     S.SDK_UNADOPTED: """
         SELECT 1 AS present FROM agent_messages WHERE session_id = :sid
         AND NOT EXISTS (SELECT 1 FROM sdk_adopted WHERE session_id = :sid) LIMIT 1""",
+    # through_id: the SDK's last row taken over (the adopter read up to :through; a clear or
+    # delete of a history not adopted yet takes the table's last).
     S.CLAIM_SDK_ADOPTION: """
-        INSERT INTO sdk_adopted (session_id, adopted_at) VALUES (:sid, :now)
+        INSERT INTO sdk_adopted (session_id, adopted_at, through_id) VALUES (:sid, :now,
+            coalesce(:through, (SELECT max(id) FROM agent_messages WHERE session_id = :sid)))
         ON CONFLICT DO NOTHING RETURNING 1 AS claimed""",
+    # The last row taken over, if the SDK wrote rows of the session after it.
+    S.SDK_BEHIND: """
+        SELECT a.through_id AS through FROM sdk_adopted a
+        WHERE a.session_id = :sid AND EXISTS (
+            SELECT 1 FROM agent_messages m WHERE m.session_id = :sid AND m.id > a.through_id)""",
+    # Compare and set: of processes taking up the same rows, one does.
+    S.ADVANCE_SDK_ADOPTION: """
+        UPDATE sdk_adopted SET through_id = :through
+        WHERE session_id = :sid AND through_id = :seen RETURNING 1 AS advanced""",
     S.OPEN_TOOL_CALLS: """
         SELECT call_id, max(id) AS id FROM tool_calls
         WHERE session_id = :sid AND output_item_id IS NULL

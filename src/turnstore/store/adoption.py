@@ -11,11 +11,21 @@ from typing import Any
 
 from ..core import adoption
 from ..core.adoption import AdoptionPlan
+from ..core.codec import PreparedItem
 from ..core.ops import Capability
 from ..domain.model import Run
 from .base import StoreBase
 
-__all__ = ["AdoptionPlan", "adopt", "adopted_ids", "keep_names", "sdk_tables_held", "unadopted"]
+__all__ = [
+    "AdoptionPlan",
+    "adopt",
+    "adopted_ids",
+    "behind",
+    "keep_names",
+    "sdk_tables_held",
+    "take_up",
+    "unadopted",
+]
 
 
 async def sdk_tables_held(store: StoreBase) -> bool:
@@ -39,11 +49,36 @@ async def adopt(
     store: StoreBase,
     session_id: str,
     plan: Callable[[Sequence[tuple[Run, list[Any]]]], AdoptionPlan],
+    through: int | None,
 ) -> bool:
-    """Claim ``session_id``'s adoption and add what ``plan`` makes of its stored tree, in one
-    transaction; False (adding nothing) if a process adopted it before."""
+    """Claim ``session_id``'s adoption and add what ``plan`` makes of its stored tree (the
+    SDK's rows up to ``through``), in one transaction; False (adding nothing) if a process
+    adopted it before."""
     now = store.backend.now()
-    return await store.backend.run(lambda: adoption.adopt(session_id, plan, now), write=True)
+    return await store.backend.run(
+        lambda: adoption.adopt(session_id, plan, through, now), write=True
+    )
+
+
+async def behind(store: StoreBase, session_id: str) -> int | None:
+    """The SDK's last row taken over for ``session_id``, if the SDK wrote rows after it."""
+    return await store.backend.run(lambda: adoption.behind(session_id), write=False)
+
+
+async def take_up(
+    store: StoreBase,
+    session_id: str,
+    seen: int,
+    through: int,
+    batch: Sequence[PreparedItem],
+    branch: str | None,
+) -> bool:
+    """Append the SDK's rows after ``seen`` (``batch``, up to row ``through``) at the head, in
+    one transaction (``core.adoption.take_up``)."""
+    now = store.backend.now()
+    return await store.backend.run(
+        lambda: adoption.take_up(session_id, seen, through, batch, branch, now), write=True
+    )
 
 
 async def keep_names(store: StoreBase, session_id: str, names: Sequence[tuple[int, str]]) -> None:
