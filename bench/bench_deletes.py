@@ -109,7 +109,7 @@ class Bench:
 
         async def delete_deep() -> None:
             assert self.chain is not None
-            await self.store.delete_branch(self.sid, self.chain.run_id(1))
+            await self.store.delete_branch(self.sid, self.chain.run_id(1), force=True)
 
         await self.case(f"delete_branch of {n - 1:,} runs", TURNSTORE, delete_deep, edited)
         await self.build()
@@ -123,7 +123,7 @@ class Bench:
             sibling[:] = [run.id]
 
         async def delete_short() -> None:
-            await self.store.delete_branch(self.sid, sibling[0])
+            await self.store.delete_branch(self.sid, sibling[0], force=True)
 
         await self.case(f"delete_branch of 1 run @{n:,}", TURNSTORE, delete_short, side_branch)
 

@@ -121,7 +121,7 @@ async def test_annotations_stay_with_runs_moved_off_the_path_and_go_with_them(
     assert await store.annotations(run_id=runs[1]) == [kept]
     assert await store.compact("s", [user("summary")])
     assert await store.annotations(session_id="s") == [kept]
-    await store.delete_branch("s", runs[1])
+    await store.delete_branch("s", runs[1], force=True)
     assert await store.annotations(session_id="s") == []
     await store.annotate(runs[0], "thumbs", value=1)
     await store.delete_session("s")

@@ -665,7 +665,7 @@ def test_the_model_sees_the_same_through_tree_moves_and_compactions(
                         assert await ours.get_items() == [*before, first], op
                     assert (await head()) == new.id
                 else:
-                    await ours.delete_branch(run_id)
+                    await ours.delete_branch(run_id, force=True)
                     await forget_deleted()
                     now = await head()
                     if now in seen:

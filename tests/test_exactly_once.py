@@ -76,8 +76,8 @@ async def test_repeated_tree_operations_return_their_first_result(store: Store) 
     assert await store.move_head("s", edited.id, to_parent=True, operation_id=key) == first
     assert (await store.get_items("s"))[-1] == user("q3")
     key = new_operation_id()
-    assert await store.delete_branch("s", second, operation_id=key) is not None
-    assert await store.delete_branch("s", second, operation_id=key) is not None
+    assert await store.delete_branch("s", second, force=True, operation_id=key) is not None
+    assert await store.delete_branch("s", second, force=True, operation_id=key) is not None
     key = new_operation_id()
     await store.clear_session("s", operation_id=key)
     await store.add_items("s", [user("new")])
@@ -410,7 +410,10 @@ MUTATIONS: dict[str, tuple[Mutation, Check]] = {
     "session.clear_session": (lambda st, se, r: se.clear_session(), _check_cleared),
     "session.edit": (lambda st, se, r: se.edit(r[1], "q2 again"), _check_edited),
     "session.rewind": (lambda st, se, r: se.rewind(r[1]), _check_rewound),
-    "store.delete_branch": (lambda st, se, r: st.delete_branch("s", r[1]), _check_deleted),
+    "store.delete_branch": (
+        lambda st, se, r: st.delete_branch("s", r[1], force=True),
+        _check_deleted,
+    ),
 }
 
 

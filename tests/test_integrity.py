@@ -77,7 +77,7 @@ async def _pop_run(store: Store) -> None:
 
 
 async def _delete_branch(store: Store) -> None:
-    await store.delete_branch("s", (await store.runs("s"))[-1].id)
+    await store.delete_branch("s", (await store.runs("s"))[-1].id, force=True)
 
 
 DELETES: dict[str, Callable[[Store], Awaitable[None]]] = {
@@ -116,11 +116,11 @@ async def test_a_stale_head_is_refused_after_pop_then_append(store: Store) -> No
     before = await snapshot(store)
 
     with pytest.raises(ConflictError):
-        await session.delete_branch(new, expected_head=seen)
+        await session.delete_branch(new, force=True, expected_head=seen)
     with pytest.raises(ConflictError):
         await session.checkout(r1, expected_head=seen)
     with pytest.raises(RunNotFoundError):
-        await session.delete_branch(seen)
+        await session.delete_branch(seen, force=True)
     with pytest.raises(RunNotFoundError):  # a permalink to the popped run leads nowhere
         await store.run(seen)
 
@@ -189,7 +189,7 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         assert await sql(store, "SELECT count(*) FROM tool_call_overview") == [(5,)]
         assert await sql(store, "PRAGMA foreign_keys") == [(1,)]
         assert await sql(store, "PRAGMA foreign_key_check") == []
-        await store.delete_branch("s", r3)  # cascades to items and tool calls
+        await store.delete_branch("s", r3, force=True)  # cascades to items and tool calls
         assert await sql(store, "SELECT count(*) FROM items WHERE run_id = {r}", r=r3) == [(0,)]
         # Ids: the highest ever stored is not handed out again.
         issued = await ids(store)
@@ -211,7 +211,7 @@ async def test_delete_below_a_head_checked_out_mid_branch_keeps_the_path(store: 
     r1, r2, _, r4 = await converse(session, "q1", "q2", "q3", "q4")
     await session.checkout(r2)  # the head is above the branch deleted below
 
-    assert await store.delete_branch("s", r4) == r2
+    assert await store.delete_branch("s", r4, force=True) == r2
     # Run 3 only led to run 4, so it goes; the path to the head stays whole.
     assert await head(store) == r2
     assert await session.get_items() == history("q1", "q2")
@@ -224,7 +224,9 @@ async def test_delete_the_branch_whose_head_is_checked_out_inside_it(store: Stor
     edited = await session.edit(r2, "q2 edited")
     await session.checkout(r2)  # mid-branch: run 3 is below the head
 
-    assert await store.delete_branch("s", r2) == r1  # the head is inside: it goes, with run 3
+    assert (
+        await store.delete_branch("s", r2, force=True) == r1
+    )  # the head is inside: it goes, with run 3
     assert await session.get_items() == history("q1")
     assert await sql(store, "SELECT id FROM runs ORDER BY id") == [(r1,), (edited.id,)]
     with pytest.raises(RunNotFoundError):
@@ -239,7 +241,7 @@ async def test_delete_a_branch_while_the_head_is_mid_way_along_another(store: St
     await session.checkout(other)  # mid-way along the other branch
     kept = await session.get_items()
 
-    assert await store.delete_branch("s", r3) == other
+    assert await store.delete_branch("s", r3, force=True) == other
     assert await head(store) == other
     assert await session.get_items() == kept == history("q1", "other q2")
     assert await sql(store, "SELECT count(*) FROM runs WHERE id IN ({a}, {b})", a=r2, b=r3) == [
@@ -253,7 +255,7 @@ async def test_delete_below_a_head_at_the_root(store: Store) -> None:
     session = StructuredSession("s", store)
     r1, _ = await converse(session, "q1", "q2")
     await session.checkout(r1)
-    await session.delete_branch((await store.tree("s"))[-1][0].id)
+    await session.delete_branch((await store.tree("s"))[-1][0].id, force=True)
     assert await session.get_items() == history("q1")
     assert await sql(store, "SELECT id FROM runs") == [(r1,)]
 

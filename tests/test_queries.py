@@ -781,7 +781,7 @@ async def test_search_index_follows_pop_and_delete_branch(store: Store) -> None:
     await session.pop_item()
     assert await store.search("giraffe") == []
     [first] = await session.runs()
-    await session.delete_branch(first.id)
+    await session.delete_branch(first.id, force=True)
     assert await store.search("zebra") == []
 
 

@@ -45,6 +45,7 @@ from .domain.model import (
 )
 from .domain.prices import Price, Prices
 from .domain.targets import DatabaseInfo, DatabaseKind
+from .domain.turns import BranchRef, RunRef, Turn, parse_run
 from .errors import (
     ArgumentTypeError,
     ClosedError,
@@ -95,6 +96,7 @@ __all__ = [
     "Branch",
     "BranchDiff",
     "BranchOrigin",
+    "BranchRef",
     "ChatSession",
     "ClosedError",
     "ConfigurationError",
@@ -125,6 +127,7 @@ __all__ = [
     "Run",
     "RunDiff",
     "RunNotFoundError",
+    "RunRef",
     "RunStatus",
     "SchemaError",
     "SearchOrder",
@@ -144,6 +147,7 @@ __all__ = [
     "ToolStats",
     "ToolTiming",
     "TraceSpan",
+    "Turn",
     "TurnstoreError",
     "Usage",
     "UsageGroup",
@@ -152,4 +156,5 @@ __all__ = [
     "copy",
     "migrate",
     "new_operation_id",
+    "parse_run",
 ]

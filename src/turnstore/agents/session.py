@@ -23,11 +23,13 @@ from ..domain.model import (
     SessionPatch,
     Usage,
 )
+from ..domain.turns import BranchRef, RunRef
 from ..errors import ClosedError, InvalidOperationError
 from ..importers import adopt
 from ..store import Store, session_patch, shared
 from ..tracing import binding
 from . import options
+from .branching import BranchingMixin
 from .usage import usage_of
 
 if TYPE_CHECKING:
@@ -121,7 +123,7 @@ def _write(
     return write
 
 
-class StructuredSession:
+class StructuredSession(BranchingMixin):
     """A drop-in for the SDK's ``SQLiteSession`` that stores conversations as a tree of runs.
 
     ``StructuredSession("user_123", "conversations.db")`` (or ``":memory:"``, the default, or a
@@ -239,10 +241,14 @@ class StructuredSession:
 
     # -- the SDK Session protocol ------------------------------------------------------------
 
-    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: Any = None, branch: BranchRef | None = None
+    ) -> list[Any]:
         """The newest ``limit`` items of the active path as the model sees it, oldest first.
 
         After a compaction that is its compacted items, not the runs they replaced.
+        ``branch`` (a branch name, or a run id: the path to it) reads another branch without
+        moving the head, as AdvancedSQLiteSession's ``get_items(branch_id=)``.
 
         ``limit=None`` falls back to ``session_settings.limit``, and then to everything. As
         with ``SQLiteSession``, 0 returns nothing and a negative limit everything.
@@ -254,7 +260,7 @@ class StructuredSession:
             limit = options.settings_limit(self.session_settings)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
             limit = None
-        return await store.get_items(self.session_id, limit)
+        return await store.get_items(self.session_id, limit, branch=branch)
 
     @_write
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
@@ -302,6 +308,7 @@ class StructuredSession:
                 call.run_id = run_id
         binding.note_run(self.session_id, run_id)
         self._written(info)
+        await self._name_pending(store, run_id)
 
     def _written(self, info: SessionPatch | None) -> None:
         if info is self._pending_info:
@@ -428,7 +435,7 @@ class StructuredSession:
     @_write
     async def edit(
         self,
-        run_id: int,
+        run_id: RunRef,
         new_input: str | Mapping[str, Any],
         *,
         expected_head: ExpectedHead = ANY_HEAD,
@@ -446,7 +453,7 @@ class StructuredSession:
         return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
 
     @_write
-    async def regenerate(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
+    async def regenerate(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
         """Start a sibling of ``run_id`` with the same user message; it becomes the head.
 
         It holds the question, not an answer: ``Runner.run(agent, [], session=session)``
@@ -456,13 +463,13 @@ class StructuredSession:
         return await store.fork(self.session_id, run_id, None, expected_head=expected_head)
 
     @_write
-    async def rewind(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
+    async def rewind(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id``'s parent: the next user message starts a sibling."""
         store = await self._ready()
         await store.move_head(self.session_id, run_id, to_parent=True, expected_head=expected_head)
 
     @_write
-    async def checkout(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
+    async def checkout(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
         """Move the head to ``run_id`` (any run, on any branch)."""
         store = await self._ready()
         await store.move_head(self.session_id, run_id, to_parent=False, expected_head=expected_head)
@@ -474,7 +481,7 @@ class StructuredSession:
         return await store.branches(self.session_id)
 
     @_write
-    async def name_branch(self, name: str | None, run_id: int | None = None) -> Branch:
+    async def name_branch(self, name: str | None, run_id: RunRef | None = None) -> Branch:
         """Name the branch ``run_id`` is on (default: the head's) as AdvancedSQLiteSession's
         ``create_branch_from_turn`` names one; ``None`` unnames it. See ``Store.name_branch``."""
         store = await self._ready()
@@ -524,16 +531,24 @@ class StructuredSession:
         store = await self._ready()
         return await store.switch_to_branch(self.session_id, name, expected_head=expected_head)
 
-    async def siblings(self, run_id: int) -> list[Run]:
+    async def siblings(self, run_id: RunRef) -> list[Run]:
         """``run_id`` and its alternatives, in creation order."""
         store = await self._ready()
         return await store.siblings(self.session_id, run_id)
 
     @_write
-    async def delete_branch(self, run_id: int, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
-        """Remove ``run_id``, its descendants and the ancestors no other branch reaches."""
+    async def delete_branch(
+        self,
+        run_id: RunRef | str,
+        force: bool = False,
+        *,
+        expected_head: ExpectedHead = ANY_HEAD,
+    ) -> None:
+        """Remove ``run_id``, its descendants and the ancestors no other branch reaches; a
+        branch name removes what only that branch reaches. The active branch (the head on
+        what goes) needs ``force=True``, as AdvancedSQLiteSession's ``delete_branch``."""
         store = await self._ready()
-        await store.delete_branch(self.session_id, run_id, expected_head=expected_head)
+        await store.delete_branch(self.session_id, run_id, force=force, expected_head=expected_head)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

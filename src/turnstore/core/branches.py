@@ -46,6 +46,9 @@ class BranchTree:
     messages: dict[int, str | None]
     kinds: dict[int, str | None]
     names: dict[int, str]  # fork run → name
+    # Each run's path from the root: its items, and its runs holding a user message.
+    path_items: dict[int, int]
+    path_turns: dict[int, int]
 
     def leaf_of(self, fork_run_id: int) -> int:
         """The leaf of the branch whose fork run is ``fork_run_id``: its oldest children down."""
@@ -79,8 +82,15 @@ def branch_tree(session_id: str) -> Op[BranchTree]:
     parents: dict[int, int | None] = {}
     children: dict[int | None, list[int]] = {}
     fork_of: dict[int, int] = {}
+    path_items: dict[int, int] = {}
+    path_turns: dict[int, int] = {}
     for row in rows:  # id order: a parent comes before its children
         parents[row.id] = row.parent_id
+        above = row.parent_id
+        path_items[row.id] = row.item_count + (path_items[above] if above is not None else 0)
+        path_turns[row.id] = (row.user_message is not None) + (
+            path_turns[above] if above is not None else 0
+        )
         siblings = children.setdefault(row.parent_id, [])
         siblings.append(row.id)
         parent = row.parent_id
@@ -95,6 +105,8 @@ def branch_tree(session_id: str) -> Op[BranchTree]:
         {row.id: row.user_message for row in rows},
         {row.id: row.kind for row in rows},
         {row.run_id: row.name for row in names},
+        path_items,
+        path_turns,
     )
 
 
@@ -118,6 +130,8 @@ def branches(session_id: str) -> Op[list[Branch]]:
                 forks_from=tree.parents[fork],
                 origin=tree.origin(fork),
                 name=tree.names.get(fork),
+                message_count=tree.path_items[row.id],
+                user_turns=tree.path_turns[row.id],
             )
         )
     return sorted(result, key=lambda found: found.fork_run_id)

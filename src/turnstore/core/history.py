@@ -184,11 +184,17 @@ def switch_to_branch(
 
 
 def delete_branch(
-    session_id: str, run_id: int, now: Any, expected_head: ExpectedHead = ANY_HEAD
+    session_id: str,
+    run_id: int,
+    now: Any,
+    expected_head: ExpectedHead = ANY_HEAD,
+    *,
+    force: bool = True,
 ) -> Op[int | None]:
     """Remove ``run_id``, its descendants, and the ancestors that only they reach.
 
-    The active path (root to head) is never removed unless the head is below ``run_id``.
+    The active path (root to head) is never removed unless the head is below ``run_id``, and
+    then only with ``force`` (else ``InvalidOperationError``, nothing changed).
     Returns the new head: unchanged unless it was removed, else the nearest surviving ancestor.
     """
     head = yield from _lock_expected(session_id, now, expected_head)
@@ -209,6 +215,12 @@ def delete_branch(
         params = {"sid": session_id, "id": top, "depth": depth}
         on_path: int | None = yield S.IS_ANCESTOR(params)
         if on_path is not None:
+            if not force:
+                raise InvalidOperationError(
+                    f"run {run_id} is on the active branch of session {session_id!r} (the "
+                    "head is on the runs it would remove): pass force=True to delete it, the "
+                    "head moving up to the nearest run left"
+                )
             head_id = parent_id
     yield from hand_over_name(session_id, top, parent_id)
     # The whole subtree in one statement, whatever its depth (no cascade from run to run).

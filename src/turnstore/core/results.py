@@ -72,6 +72,7 @@ class RunLinkRow(NamedTuple):
     parent_id: int | None
     user_message: str | None
     kind: str | None
+    item_count: int
 
 
 class BranchNameRow(NamedTuple):

@@ -246,6 +246,10 @@ PATH_ITEMS = Values("path_items", column="data", holds=object)
 # Its newest ``limit`` items, newest first.
 PATH_ITEMS_TAIL = All("path_items_tail", row=ItemRow)
 PATH_RUNS = All("path_runs", row=RunRow)
+# The same, of the path that ends at the run :leaf (a branch read without moving the head).
+PATH_ITEMS_AT = Values("path_items_at", column="data", holds=object)
+PATH_ITEMS_TAIL_AT = All("path_items_tail_at", row=ItemRow)
+PATH_RUNS_AT = All("path_runs_at", row=RunRow)
 # By id alone, whatever the session (deep links).
 RUN = One("run", f"SELECT {RUN_COLUMNS} FROM runs WHERE id = :id", row=RunRow)
 SESSION_RUN = One(
@@ -268,7 +272,8 @@ SESSION_ITEMS = All("session_items", row=RunItemRow)
 # Branches (core.branches): the tree's links, and the names kept by each branch's fork run.
 RUN_LINKS = All(
     "run_links",
-    "SELECT id, parent_id, user_message, kind FROM runs WHERE session_id = :sid ORDER BY id",
+    "SELECT id, parent_id, user_message, kind, item_count FROM runs WHERE session_id = :sid "
+    "ORDER BY id",
     row=RunLinkRow,
 )
 BRANCH_NAMES = All(

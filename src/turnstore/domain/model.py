@@ -152,7 +152,10 @@ class Branch:
     (the first branch's: its root), which stays as the branch grows while ``leaf_run_id``
     moves. ``forks_from`` is the run it forks from (the fork run's parent; None for a branch
     that starts at a root), ``origin`` how it was made (None for the first branch), ``name``
-    the name given with ``Store.name_branch``.
+    the name given with ``Store.name_branch``. ``message_count`` is the items of its whole
+    path (the runs a compaction replaced and the compaction's own included), ``user_turns``
+    the runs of its path that hold a user message (AdvancedSQLiteSession's ``list_branches``
+    counts).
     """
 
     leaf_run_id: int
@@ -164,6 +167,8 @@ class Branch:
     forks_from: int | None
     origin: BranchOrigin | None
     name: str | None
+    message_count: int = 0
+    user_turns: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,8 +53,7 @@ def _key_is(column: str, param: str) -> str:
 _PATH_UP = """
 WITH RECURSIVE path (id, parent_id, depth, seen) AS (
     SELECT r.id, {up}, r.depth, r.item_count
-    FROM sessions s JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id
-    WHERE s.session_id = :sid
+    {start}
     UNION ALL
     SELECT r.id, r.up, r.depth, path.seen + r.item_count
     FROM path CROSS JOIN LATERAL (
@@ -66,6 +65,19 @@ WITH RECURSIVE path (id, parent_id, depth, seen) AS (
 # The step up: the tree's, or the model's view (see sqlite/sql.py).
 _TREE = "parent_id"
 _VIEW = "CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END"
+
+# Where a path starts: at the session's head, or at the run :leaf (a branch read without
+# moving the head).
+_FROM_HEAD = (
+    "FROM sessions s JOIN runs r ON r.session_id = :sid AND r.id = s.head_run_id "
+    "WHERE s.session_id = :sid"
+)
+_FROM_LEAF = "FROM runs r WHERE r.session_id = :sid AND r.id = :leaf"
+
+
+def _path_up(up: str, stop: str, start: str = _FROM_HEAD) -> str:
+    return _PATH_UP.format(up=up, stop=stop, start=start)
+
 
 # A run and every run below it, through runs_session_parent at each step.
 _BELOW = """
@@ -127,15 +139,29 @@ _OWN: dict[Statement, str] = {
               SELECT left(c, 256) FROM jsonb_array_elements_text(:call_ids::jsonb) c))
           AND call_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:call_ids::jsonb)))
         GROUP BY call_id""",
-    S.PATH_ITEMS: _PATH_UP.format(up=_VIEW, stop="")
+    S.PATH_ITEMS: _path_up(up=_VIEW, stop="")
     + "SELECT i.data"
     + _PATH_ITEMS.format(order="", limit="OFFSET 0")
     + " ORDER BY path.depth, i.position",
-    S.PATH_ITEMS_TAIL: _PATH_UP.format(up=_VIEW, stop="WHERE path.seen < :limit")
+    S.PATH_ITEMS_TAIL: _path_up(up=_VIEW, stop="WHERE path.seen < :limit")
     + "SELECT i.id, i.data"
     + _PATH_ITEMS.format(order="DESC", limit="LIMIT :limit")
     + " ORDER BY path.depth DESC, i.position DESC LIMIT :limit",
-    S.PATH_RUNS: _PATH_UP.format(up=_TREE, stop="")
+    S.PATH_RUNS: _path_up(up=_TREE, stop="")
+    + f"""
+        SELECT r.* FROM path CROSS JOIN LATERAL (
+            SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid AND id = path.id LIMIT 1
+        ) r
+        ORDER BY r.depth""",
+    S.PATH_ITEMS_AT: _path_up(up=_VIEW, stop="", start=_FROM_LEAF)
+    + "SELECT i.data"
+    + _PATH_ITEMS.format(order="", limit="OFFSET 0")
+    + " ORDER BY path.depth, i.position",
+    S.PATH_ITEMS_TAIL_AT: _path_up(up=_VIEW, stop="WHERE path.seen < :limit", start=_FROM_LEAF)
+    + "SELECT i.id, i.data"
+    + _PATH_ITEMS.format(order="DESC", limit="LIMIT :limit")
+    + " ORDER BY path.depth DESC, i.position DESC LIMIT :limit",
+    S.PATH_RUNS_AT: _path_up(up=_TREE, stop="", start=_FROM_LEAF)
     + f"""
         SELECT r.* FROM path CROSS JOIN LATERAL (
             SELECT {RUN_COLUMNS} FROM runs WHERE session_id = :sid AND id = path.id LIMIT 1
@@ -174,7 +200,7 @@ _OWN: dict[Statement, str] = {
         SELECT id, parent_id, children FROM up ORDER BY level""",
     S.DELETE_SUBTREE: _BELOW
     + " DELETE FROM runs WHERE session_id = :sid AND id IN (SELECT id FROM below)",
-    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="WHERE r.depth >= :depth")
+    S.IS_ANCESTOR: _path_up(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
     # The search index needs no batching here (no SEARCH_BACKLOG): search_vector is a
@@ -235,7 +261,7 @@ _OWN: dict[Statement, str] = {
           AND run_id IN (SELECT jsonb_array_elements_text(:run_ids::jsonb)::bigint)
         ORDER BY run_id, id""",
     # Compaction (see sqlite/sql.py).
-    S.MARK_COMPACTED: _PATH_UP.format(up=_VIEW, stop="WHERE r.depth >= :depth")
+    S.MARK_COMPACTED: _path_up(up=_VIEW, stop="WHERE r.depth >= :depth")
     + """
         UPDATE runs SET status = 'compacted', compacted_by = :by
         WHERE session_id = :sid AND id IN (SELECT id FROM path)""",

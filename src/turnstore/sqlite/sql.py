@@ -34,8 +34,7 @@ CAPABILITIES = Capability.UPSERT_HEAD | Capability.SEARCH_BACKLOG | Capability.S
 _PATH_UP = """
 WITH RECURSIVE path (id, parent_id, depth, seen) AS (
     SELECT r.id, {up}, r.depth, r.item_count
-    FROM sessions s JOIN runs r ON r.id = s.head_run_id
-    WHERE s.session_id = :sid
+    {start}
     UNION ALL
     SELECT r.id, {up}, r.depth, path.seen + r.item_count
     FROM runs r JOIN path ON r.id = path.parent_id
@@ -45,6 +44,16 @@ WITH RECURSIVE path (id, parent_id, depth, seen) AS (
 # where a compaction run continues at prior_run_id above the runs it replaced.
 _TREE = "r.parent_id"
 _VIEW = "CASE WHEN r.kind IS NULL THEN r.parent_id ELSE r.prior_run_id END"
+
+# Where a path starts: at the session's head, or at the run :leaf (a branch read without
+# moving the head).
+_FROM_HEAD = "FROM sessions s JOIN runs r ON r.id = s.head_run_id WHERE s.session_id = :sid"
+_FROM_LEAF = "FROM runs r WHERE r.session_id = :sid AND r.id = :leaf"
+
+
+def _path_up(up: str, stop: str, start: str = _FROM_HEAD) -> str:
+    return _PATH_UP.format(up=up, stop=stop, start=start)
+
 
 _INDEXED_THROUGH = "(SELECT indexed_through FROM items_fts_state)"
 
@@ -128,15 +137,26 @@ _OWN: dict[Statement, str] = {
     # run ids in order and sorts nothing. Item JSON is read as bytes (CAST), which msgspec
     # decodes without a str in between; the full read leaves the id out (a column less to
     # build for every item).
-    S.PATH_ITEMS: _PATH_UP.format(up=_VIEW, stop="")
+    S.PATH_ITEMS: _path_up(up=_VIEW, stop="")
     + """
         SELECT CAST(data AS BLOB) AS data FROM items WHERE run_id IN (SELECT id FROM path)
         ORDER BY run_id, position""",
-    S.PATH_ITEMS_TAIL: _PATH_UP.format(up=_VIEW, stop="WHERE path.seen < :limit")
+    S.PATH_ITEMS_TAIL: _path_up(up=_VIEW, stop="WHERE path.seen < :limit")
     + """
         SELECT id, CAST(data AS BLOB) AS data FROM items WHERE run_id IN (SELECT id FROM path)
         ORDER BY run_id DESC, position DESC LIMIT :limit""",
-    S.PATH_RUNS: _PATH_UP.format(up=_TREE, stop="")
+    S.PATH_RUNS: _path_up(up=_TREE, stop="")
+    + f"""
+        SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
+    S.PATH_ITEMS_AT: _path_up(up=_VIEW, stop="", start=_FROM_LEAF)
+    + """
+        SELECT CAST(data AS BLOB) AS data FROM items WHERE run_id IN (SELECT id FROM path)
+        ORDER BY run_id, position""",
+    S.PATH_ITEMS_TAIL_AT: _path_up(up=_VIEW, stop="WHERE path.seen < :limit", start=_FROM_LEAF)
+    + """
+        SELECT id, CAST(data AS BLOB) AS data FROM items WHERE run_id IN (SELECT id FROM path)
+        ORDER BY run_id DESC, position DESC LIMIT :limit""",
+    S.PATH_RUNS_AT: _path_up(up=_TREE, stop="", start=_FROM_LEAF)
     + f"""
         SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT id FROM path) ORDER BY depth""",
     S.CHILDREN: f"""
@@ -165,7 +185,7 @@ _OWN: dict[Statement, str] = {
         )
         SELECT id, parent_id, children FROM up ORDER BY level""",
     S.DELETE_SUBTREE: _BELOW + " DELETE FROM runs WHERE id IN (SELECT id FROM below)",
-    S.IS_ANCESTOR: _PATH_UP.format(up=_TREE, stop="WHERE r.depth >= :depth")
+    S.IS_ANCESTOR: _path_up(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
     # Migration 3: feed the search index the items it lacks.
@@ -241,7 +261,7 @@ _OWN: dict[Statement, str] = {
         ORDER BY run_id, id""",
     # Compaction (core/compaction.py): the mark on the runs of the model's view from the head
     # up to the first one it replaced.
-    S.MARK_COMPACTED: _PATH_UP.format(up=_VIEW, stop="WHERE r.depth >= :depth")
+    S.MARK_COMPACTED: _path_up(up=_VIEW, stop="WHERE r.depth >= :depth")
     + """
         UPDATE runs SET status = 'compacted', compacted_by = :by
         WHERE id IN (SELECT id FROM path)""",

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core import append, compaction, history, reads
+from ..core import append, compaction, history, reads, turns
 from ..core.codec import PreparedItem, prepare_items
 from ..core.once import HEAD
 from ..core.telemetry import bind_times
 from ..domain import validate
 from ..domain.model import HistoryTail, SessionPatch, Telemetry, Usage
+from ..domain.turns import BranchRef, branch_ref
 from ..errors import InvalidOperationError
 from .base import NO_LIMIT, StoreBase, limit_arg
 
@@ -67,17 +68,26 @@ class ConversationMixin(StoreBase):
             likely=owner if owner is not None else None if _starts_run(batch) else HEAD,
         )
 
-    async def get_items(self, session_id: str, limit: int | None = None) -> list[Any]:
+    async def get_items(
+        self, session_id: str, limit: int | None = None, *, branch: BranchRef | None = None
+    ) -> list[Any]:
         """The newest ``limit`` items the model sees (all when None), oldest first.
 
         That is the active path's items, except that a compaction run's items stand in for the
-        runs it replaced.
+        runs it replaced. ``branch`` (a branch name, or a run id: the path from the root to
+        it) reads that branch instead, the head left where it is; an unknown name raises
+        ``NotFoundError``, an unknown run ``RunNotFoundError``.
         """
         sid = validate.key(session_id, "session_id")
+        where = None if branch is None else branch_ref(branch)
         if limit is not None:
             if validate.count(limit, "limit") == 0:
                 return []
             limit = min(limit, NO_LIMIT)
+        if where is not None:
+            return await self.backend.run(
+                lambda: turns.branch_items(sid, where, limit), write=False
+            )
         return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
 
     async def pop_item(self, session_id: str, *, operation_id: str | None = None) -> Any:

@@ -7,11 +7,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..core import append, branches, history, reads
+from ..core import append, branches, history, reads, turns
 from ..core.codec import prepare_items
 from ..core.history import ANY_HEAD, ExpectedHead
+from ..core.ops import Op
 from ..domain import validate
 from ..domain.model import Branch, NewRun, PathView, Run, ToolCall
+from ..domain.turns import BranchRef, RunRef, branch_ref, run_ref
 from ..errors import InvalidOperationError
 from .base import StoreBase, expected_head_arg, limit_arg, run_id_arg
 
@@ -23,15 +25,22 @@ class TreeMixin(StoreBase):
     add runs in bulk, delete a branch; read the tree, a window of a branch, a run or a tool
     call by id."""
 
-    async def runs(self, session_id: str) -> list[Run]:
-        """The active path's runs, root first: its transcript, compacted runs included."""
+    async def runs(self, session_id: str, *, branch: BranchRef | None = None) -> list[Run]:
+        """The active path's runs, root first: its transcript, compacted runs included.
+
+        ``branch`` (a name, or a run id: the path from the root to it) reads that branch's.
+        A run's turn number (``Turn``) is its ``depth + 1``.
+        """
         sid = validate.key(session_id, "session_id")
+        if branch is not None:
+            where = branch_ref(branch)
+            return await self.backend.run(lambda: turns.branch_runs(sid, where), write=False)
         return await self.backend.run(lambda: reads.path_runs(sid), write=False)
 
     async def fork(
         self,
         session_id: str,
-        run_id: int,
+        run_id: RunRef,
         new_input: str | Mapping[str, Any] | None,
         *,
         expected_head: ExpectedHead = ANY_HEAD,
@@ -39,9 +48,9 @@ class TreeMixin(StoreBase):
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (a regenerate) or ``new_input`` (an
         edit); it is the head. It holds no answer: the next Runner call on the session
-        answers it."""
+        answers it. ``run_id`` may be a ``Turn`` (as wherever a run of a session is taken)."""
         sid = validate.key(session_id, "session_id")
-        run_id = run_id_arg(run_id)
+        ref = run_ref(run_id)
         expected_head = expected_head_arg(expected_head)
         if isinstance(new_input, str):
             validate.text(new_input, "new input")
@@ -52,7 +61,9 @@ class TreeMixin(StoreBase):
         now = self.backend.now()
         return await self._write(
             sid,
-            lambda: history.fork(sid, run_id, new_input, now, expected_head),
+            lambda: turns.at(
+                sid, ref, lambda rid: history.fork(sid, rid, new_input, now, expected_head)
+            ),
             operation_id,
             lambda run: run.id,  # a repeat returns the run as it is then
             lambda kept: reads.find_run(sid, kept),
@@ -61,7 +72,7 @@ class TreeMixin(StoreBase):
     async def move_head(
         self,
         session_id: str,
-        run_id: int,
+        run_id: RunRef,
         *,
         to_parent: bool,
         expected_head: ExpectedHead = ANY_HEAD,
@@ -69,14 +80,18 @@ class TreeMixin(StoreBase):
     ) -> int | None:
         """Point the head at ``run_id`` (``to_parent``: at its parent); returns the new head."""
         sid = validate.key(session_id, "session_id")
-        run_id = run_id_arg(run_id)
+        ref = run_ref(run_id)
         to_parent = validate.flag(to_parent, "to_parent")
         expected_head = expected_head_arg(expected_head)
         now = self.backend.now()
         return await self._write(
             sid,
-            lambda: history.move_head(
-                sid, run_id, to_parent=to_parent, now=now, expected_head=expected_head
+            lambda: turns.at(
+                sid,
+                ref,
+                lambda rid: history.move_head(
+                    sid, rid, to_parent=to_parent, now=now, expected_head=expected_head
+                ),
             ),
             operation_id,
         )
@@ -90,7 +105,7 @@ class TreeMixin(StoreBase):
     async def name_branch(
         self,
         session_id: str,
-        run_id: int,
+        run_id: RunRef,
         name: str | None,
         *,
         operation_id: str | None = None,
@@ -103,13 +118,13 @@ class TreeMixin(StoreBase):
         for what a name may hold.
         """
         sid = validate.key(session_id, "session_id")
-        run_id = run_id_arg(run_id)
+        ref = run_ref(run_id)
         if name is not None:
             name = validate.branch_name(name)
         now = self.backend.now()
         return await self._write(
             sid,
-            lambda: branches.name_branch(sid, run_id, name, now),
+            lambda: turns.at(sid, ref, lambda rid: branches.name_branch(sid, rid, name, now)),
             operation_id,
             lambda named: named.fork_run_id,  # a repeat returns the branch as it is then
             lambda fork: branches.branch(sid, fork),
@@ -137,11 +152,13 @@ class TreeMixin(StoreBase):
             operation_id,
         )
 
-    async def siblings(self, session_id: str, run_id: int) -> list[Run]:
+    async def siblings(self, session_id: str, run_id: RunRef) -> list[Run]:
         """``run_id`` and its alternatives (same parent), in creation order."""
         sid = validate.key(session_id, "session_id")
-        run_id = run_id_arg(run_id)
-        return await self.backend.run(lambda: reads.siblings(sid, run_id), write=False)
+        ref = run_ref(run_id)
+        return await self.backend.run(
+            lambda: turns.at(sid, ref, lambda rid: reads.siblings(sid, rid)), write=False
+        )
 
     async def tree(self, session_id: str) -> list[tuple[Run, list[Any]]]:
         """Every run of the session, on every branch, in creation order, with its items."""
@@ -180,19 +197,35 @@ class TreeMixin(StoreBase):
     async def delete_branch(
         self,
         session_id: str,
-        run_id: int,
+        run_id: RunRef | str,
         *,
+        force: bool = False,
         expected_head: ExpectedHead = ANY_HEAD,
         operation_id: str | None = None,
     ) -> int | None:
-        """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head."""
+        """Remove ``run_id``'s subtree and the ancestors only it reaches; returns the head.
+
+        ``run_id`` may be a ``Turn``, or a branch's name (its leaf: the runs only that branch
+        reaches go). Removing the runs the head is on (the active branch) needs
+        ``force=True``, as AdvancedSQLiteSession's ``delete_branch`` does; the head then
+        moves to the nearest surviving run above them. Without it ``InvalidOperationError``.
+        """
         sid = validate.key(session_id, "session_id")
-        run_id = run_id_arg(run_id)
+        target: RunRef | str = (
+            validate.branch_name(run_id) if isinstance(run_id, str) else run_ref(run_id)
+        )
+        force = validate.flag(force, "force")
         expected_head = expected_head_arg(expected_head)
         now = self.backend.now()
-        return await self._write(
-            sid, lambda: history.delete_branch(sid, run_id, now, expected_head), operation_id
-        )
+
+        def delete() -> Op[int | None]:
+            if isinstance(target, str):
+                run = yield from turns.branch_leaf(sid, target)
+            else:
+                run = yield from turns.resolve(sid, target)
+            return (yield from history.delete_branch(sid, run, now, expected_head, force=force))
+
+        return await self._write(sid, delete, operation_id)
 
     # -- viewing: a branch a window at a time, runs and tool calls by id ----------------------
 
@@ -200,7 +233,7 @@ class TreeMixin(StoreBase):
         self,
         session_id: str,
         *,
-        through: int | None = None,
+        through: RunRef | None = None,
         start: int | None = None,
         stop: int | None = None,
         limit: int = 50,
@@ -214,15 +247,17 @@ class TreeMixin(StoreBase):
         or ``RunNotFoundError``.
         """
         sid = validate.key(session_id, "session_id")
-        if through is not None:
-            through = run_id_arg(through)
+        ref = None if through is None else run_ref(through)
         for name, value in (("start", start), ("stop", stop)):
             if value is not None:
                 validate.count(value, name)
         limit = limit_arg(limit)
-        return await self.backend.run(
-            lambda: reads.path_view(sid, through, start, stop, limit), write=False
-        )
+
+        def view() -> Op[PathView]:
+            anchor = None if ref is None else (yield from turns.resolve(sid, ref))
+            return (yield from reads.path_view(sid, anchor, start, stop, limit))
+
+        return await self.backend.run(view, write=False)
 
     async def run(self, run_id: int) -> Run:
         """The run ``run_id``, in whichever session it is. Raises ``RunNotFoundError``."""

@@ -1,0 +1,237 @@
+"""``AdvancedSQLiteSession``'s branch and analytics methods on ``StructuredSession``.
+
+Each takes ``branch=`` (a branch name, or a run id: the path from the root to it; None: the
+active path) where AdvancedSQLiteSession takes ``branch_id=``, and returns what it returns
+(README, "Coming from AdvancedSQLiteSession", says where they differ). Turn numbers are
+``Turn`` numbers: a run's ``depth + 1`` (``turnstore.domain.turns``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..domain import validate
+from ..domain.model import Branch, Run, ToolCall
+from ..domain.turns import BranchRef, Turn, branch_ref, turn_number
+from ..errors import InvalidOperationError, NotFoundError
+from ..store import Store
+from ..store.base import NO_LIMIT
+
+if TYPE_CHECKING:
+    from ..core.history import ExpectedHead
+
+__all__ = ["BranchingMixin", "PendingBranch"]
+
+# The length of get_conversation_turns' "content" preview, as AdvancedSQLiteSession's.
+_PREVIEW = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBranch:
+    """A branch ``create_branch_from_turn`` made: named by this object's next write that
+    starts a run below ``parent_id`` (the tree has no run to hold the name before)."""
+
+    name: str
+    parent_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _BranchView:
+    runs: list[Run]  # its whole path, root first
+    calls: dict[int, list[ToolCall]]
+    fork_depth: int  # its own runs (on no older branch) are those at this depth and below
+
+
+def _preview(content: str | None, limit: int | None) -> str:
+    text = content or ""
+    return text[:limit] + "..." if limit is not None and len(text) > limit else text
+
+
+def _turn(run: Run) -> dict[str, Any]:
+    return {
+        "turn": turn_number(run.depth),
+        "content": _preview(run.user_message, _PREVIEW),
+        "full_content": run.user_message,
+        "timestamp": run.created_at,
+        "can_branch": True,
+    }
+
+
+def _usage(run: Run) -> dict[str, Any]:
+    return {
+        "requests": run.usage.requests,
+        "input_tokens": run.usage.input_tokens,
+        "output_tokens": run.usage.output_tokens,
+        "total_tokens": run.usage.total_tokens,
+        "input_tokens_details": {"cached_tokens": run.usage.cached_tokens},
+        "output_tokens_details": {"reasoning_tokens": run.usage.reasoning_tokens},
+    }
+
+
+class BranchingMixin:
+    """Read and branch by branch name and turn number; usage, tools and turns per branch."""
+
+    session_id: str
+    _pending_branch: PendingBranch | None = None
+
+    if TYPE_CHECKING:
+
+        async def _ready(self) -> Store: ...
+
+        async def rewind(
+            self, run_id: int | Turn, *, expected_head: ExpectedHead = ...
+        ) -> None: ...
+
+    async def list_branches(self) -> list[Branch]:
+        """Every branch, oldest first, each with ``message_count`` and ``user_turns`` (as
+        AdvancedSQLiteSession's ``list_branches``; ``active`` is its ``is_current``)."""
+        store = await self._ready()
+        return await store.branches(self.session_id)
+
+    async def create_branch_from_turn(self, turn: int, branch_name: str | None = None) -> str:
+        """Start a branch before turn ``turn`` of the active path, so that it can be asked
+        again: the head moves to the turn above it, and this object's next write (the new
+        question) starts the branch, named ``branch_name`` (default
+        ``branch_from_turn_N_<time>``). Returns the name. As AdvancedSQLiteSession's, the
+        name must not be another branch's (``InvalidOperationError``); an unknown turn raises
+        ``RunNotFoundError``. Until that write the branch has no run, so ``list_branches``
+        does not show it yet.
+        """
+        validate.count(turn, "turn", minimum=1)
+        store = await self._ready()
+        taken = {found.name for found in await store.branches(self.session_id)}
+        if branch_name is None:
+            base = branch_name = f"branch_from_turn_{turn}_{int(time.time())}"
+            suffix = 1
+            while branch_name in taken:
+                suffix += 1
+                branch_name = f"{base}_{suffix}"
+        branch_name = validate.branch_name(branch_name)
+        if branch_name in taken:
+            raise InvalidOperationError(
+                f"session {self.session_id!r} already has a branch named {branch_name!r}"
+            )
+        await self.rewind(Turn(turn))
+        info = await store.session(self.session_id)
+        head = None if info is None else info.head_run_id
+        self._pending_branch = PendingBranch(branch_name, head)
+        return branch_name
+
+    async def create_branch_from_content(
+        self, search_term: str, branch_name: str | None = None
+    ) -> str:
+        """``create_branch_from_turn`` of the first turn whose user message holds
+        ``search_term`` (``find_turns_by_content``); ``NotFoundError`` if none does."""
+        found = await self.find_turns_by_content(search_term)
+        if not found:
+            raise NotFoundError(f"no user turn holds {search_term!r}")
+        return await self.create_branch_from_turn(found[0]["turn"], branch_name)
+
+    async def _name_pending(self, store: Store, run_id: int | None) -> None:
+        """After a write: name the branch ``create_branch_from_turn`` left pending, if the
+        write started it."""
+        pending = self._pending_branch
+        if pending is None or run_id is None:
+            return
+        self._pending_branch = None
+        run = await store.run(run_id)
+        if run.parent_id == pending.parent_id:
+            await store.name_branch(self.session_id, run_id, pending.name)
+
+    # -- analytics per branch ------------------------------------------------------------------
+
+    async def _branch_view(self, branch: BranchRef | None) -> _BranchView:
+        store = await self._ready()
+        where = None if branch is None else branch_ref(branch)
+        every = await store.branches(self.session_id)
+        through: int | None = None
+        if isinstance(where, str):
+            named = [found for found in every if found.name == where]
+            if not named:
+                raise NotFoundError(f"session {self.session_id!r} has no branch named {where!r}")
+            through = named[0].leaf_run_id
+        elif where is not None:
+            through = where
+        view = await store.path_view(self.session_id, through=through, start=0, limit=NO_LIMIT)
+        runs = view.runs
+        if isinstance(where, int):  # the path to that run, not below it
+            depth = next(run.depth for run in runs if run.id == where)
+            runs = [run for run in runs if run.depth <= depth]
+        forks = {found.fork_run_id for found in every}
+        fork_depth = max((run.depth for run in runs if run.id in forks), default=0)
+        return _BranchView(runs, view.tool_calls, fork_depth)
+
+    async def get_conversation_turns(self, branch: BranchRef | None = None) -> list[dict[str, Any]]:
+        """The user turns of a branch's path: ``turn``, ``content`` (its first 100
+        characters), ``full_content``, ``timestamp``, ``can_branch``."""
+        view = await self._branch_view(branch)
+        return [_turn(run) for run in view.runs if run.user_message is not None]
+
+    async def find_turns_by_content(
+        self, search_term: str, branch: BranchRef | None = None
+    ) -> list[dict[str, Any]]:
+        """``get_conversation_turns`` whose user message holds ``search_term`` (ignoring ASCII
+        case, as AdvancedSQLiteSession's LIKE does), ``content`` uncut as there."""
+        term = validate.text(search_term, "search_term")
+        pattern = re.compile(re.escape(term), re.IGNORECASE | re.ASCII)
+        turns = await self.get_conversation_turns(branch)
+        return [
+            {**found, "content": found["full_content"]}
+            for found in turns
+            if pattern.search(found["full_content"])
+        ]
+
+    async def get_session_usage(self, branch: BranchRef | None = None) -> dict[str, int] | None:
+        """Requests and tokens summed, with ``total_turns`` (the runs counted): of every
+        branch, or (``branch``) of that branch's own runs (those on no older branch: a
+        branch's shared beginning counts once, for the branch it belongs to). None when no
+        run has usage."""
+        if branch is None:
+            store = await self._ready()
+            runs = [run for run, _ in await store.tree(self.session_id)]
+        else:
+            view = await self._branch_view(branch)
+            runs = [run for run in view.runs if run.depth >= view.fork_depth]
+        used = [run for run in runs if run.usage.requests or run.usage.total_tokens]
+        if not used:
+            return None
+        return {
+            "requests": sum(run.usage.requests for run in used),
+            "input_tokens": sum(run.usage.input_tokens for run in used),
+            "output_tokens": sum(run.usage.output_tokens for run in used),
+            "total_tokens": sum(run.usage.total_tokens for run in used),
+            "total_turns": len(used),
+        }
+
+    async def get_turn_usage(
+        self, user_turn_number: int | None = None, branch: BranchRef | None = None
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The usage of turn ``user_turn_number`` of a branch ({} when it has none), or of
+        each of the branch's own runs that has usage (with its ``user_turn_number``)."""
+        view = await self._branch_view(branch)
+        if user_turn_number is not None:
+            depth = validate.count(user_turn_number, "user_turn_number", minimum=1) - 1
+            run = next((run for run in view.runs if run.depth == depth), None)
+            return {} if run is None else _usage(run)
+        return [
+            {"user_turn_number": turn_number(run.depth), **_usage(run)}
+            for run in view.runs
+            if run.depth >= view.fork_depth and (run.usage.requests or run.usage.total_tokens)
+        ]
+
+    async def get_tool_usage(self, branch: BranchRef | None = None) -> list[tuple[str, int, int]]:
+        """(tool name, calls, turn number) of a branch's path, by turn: a hosted tool without a
+        name counts under its kind (``web_search_call``, …)."""
+        view = await self._branch_view(branch)
+        result: list[tuple[str, int, int]] = []
+        for run in view.runs:
+            counts: dict[str, int] = {}
+            for call in view.calls.get(run.id, []):
+                name = call.tool_name or call.kind or "unknown"
+                counts[name] = counts.get(name, 0) + 1
+            turn = turn_number(run.depth)
+            result.extend((name, count, turn) for name, count in sorted(counts.items()))
+        return result
