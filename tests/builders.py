@@ -21,7 +21,7 @@ from turnstore import (
     Telemetry,
     Usage,
 )
-from turnstore.core.spans import SpanRecord, encode_data
+from turnstore.core.spans import SpanRecord, ToolOutcome, encode_data
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -242,3 +242,36 @@ async def orders(store: Store) -> list[list[str | None]]:
         [c.call_id for s in ("calls", "owner") for c in await store.tool_calls(session_id=s)],
         [r.agent_name for r in await store.model_responses(session_id="responses")],
     ]
+
+
+# What the SDK (0.23 on) writes as a failed function tool's output: the exception's text is
+# only in the trace span.
+SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
+
+
+async def failed_call_with_span_error(store: Store, session_id: str, detail: str) -> int:
+    """A function call whose output is the SDK's bare error message, and whose trace span
+    gives the exception's text (as turnstore.tracing records it); its output item's id."""
+    await store.add_items(
+        session_id, [user("divide please"), call("c1", "divide"), output("c1", SDK_TOOL_ERROR)]
+    )
+    [run] = await store.runs(session_id)
+    await store._record_spans(
+        session_id,
+        [
+            span_record(
+                store,
+                run.id,
+                1,
+                name="divide",
+                error=detail,
+                outcome=ToolOutcome("divide", "{}", 0, "failed", detail),
+            )
+        ],
+    )
+    [(item_id,)] = await sql(
+        store,
+        "SELECT id FROM items WHERE session_id = {sid} AND type = 'function_call_output'",
+        sid=session_id,
+    )
+    return int(item_id)

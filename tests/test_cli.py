@@ -610,6 +610,18 @@ def test_search(demo_db: str) -> None:
     assert "sunny" in text
     assert "**" not in text
     assert "No matches." in cli("search", "zebra", "--db", db).stdout
+    # Pages, filters and the count (issue 29).
+    weather = cli_json("search", "weather", "--db", db)
+    assert cli_json("search", "weather", "--offset", "1", "--db", db) == weather[1:]
+    assert cli("search", "weather", "--count", "--db", db).stdout == f"{len(weather)} matches\n"
+    assert cli_json("search", "weather", "--count", "--db", db) == [
+        {"matches": len(weather), "exact": True}
+    ]
+    assert cli_json("search", "weather", "--agent", "nobody", "--db", db) == []
+    assert cli_json("search", "weather", "--model", "nobody", "--db", db) == []
+    assert cli_json("search", "weather", "--since", "1d", "--db", db) == weather
+    assert cli_json("search", "weather", "--until", "2000-01-01", "--db", db) == []
+    assert "offset" in error_line(cli("search", "x", "--offset", "10001", "--db", db, code=1))
 
 
 def test_usage(demo_db: str) -> None:

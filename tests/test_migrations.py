@@ -21,11 +21,12 @@ import pytest
 
 import turnstore
 import workers
-from builders import assistant, user
+from builders import assistant, call, output, span_record, user
 from chains import SESSION_TABLES, build_chain, count_rows
 from support import POSTGRES_URL, require_postgres
 from turnstore import SchemaError, Store
 from turnstore.core.ops import Fetch, Query
+from turnstore.core.spans import ToolOutcome
 
 PERSISTENT = [
     pytest.param("sqlite-file", id="sqlite-file"),
@@ -231,3 +232,34 @@ async def test_a_long_conversation_written_before_the_cascade_went_can_be_delete
         assert await count_rows(upgraded, "long") == dict.fromkeys(SESSION_TABLES, 0)
         await upgraded.add_items("s", [user("q3")])
         assert (await upgraded.runs("s"))[-1].id > newest
+
+
+async def test_tool_errors_stored_before_they_were_searchable_are_found(
+    databases: Databases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's step 15, PostgreSQL's 14: tool calls' errors get a search index, filled with the
+    errors already stored (one the output does not say: here, a trace span's); an error that
+    is the output's text is left to the items' index."""
+    before = 14 if databases.backend == "sqlite-file" else 13
+    store, (target, options) = _open_at(monkeypatch, databases, before)
+    try:
+        await store.add_items(
+            "s",
+            [
+                user("q"),
+                call("c1", "divide"),
+                output("c1", "An error occurred while running the tool. Please try again."),
+                call("c2", "lookup"),
+                output("c2", "Tool 'lookup' timed out after 5 seconds."),
+            ],
+        )
+        [run] = await store.runs("s")
+        outcome = ToolOutcome("divide", "{}", 0, "failed", "ZeroDivisionError: by zero")
+        await store._record_spans("s", [span_record(store, run.id, 1, outcome=outcome)])
+    finally:
+        await store.aclose()
+    with Store.open(target, **options) as upgraded:
+        [hit] = await upgraded.search("ZeroDivisionError")
+        assert (hit.type, hit.tool_error) == ("function_call_output", True)
+        [timeout] = await upgraded.search("timed")
+        assert not timeout.tool_error

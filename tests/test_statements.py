@@ -15,7 +15,14 @@ import pytest
 
 from support import require_module
 from turnstore import sqlite
-from turnstore.core import annotation_sql, catalogue_sql, dataset_sql, tables, usage_sql
+from turnstore.core import (
+    annotation_sql,
+    catalogue_sql,
+    dataset_sql,
+    search_sql,
+    tables,
+    usage_sql,
+)
 from turnstore.core import results as R
 from turnstore.core import statements as S
 from turnstore.core.dialect import Dialect, check_columns, named, pyformat
@@ -64,7 +71,7 @@ def test_statements_are_declared_once_by_name() -> None:
     names = [s.name for s in S.STATEMENTS]
     assert len(names) == len(set(names))
     for statement in S.STATEMENTS:  # the symbol is the name, in capitals: grep finds both
-        modules = (annotation_sql, catalogue_sql, usage_sql, dataset_sql)
+        modules = (annotation_sql, catalogue_sql, usage_sql, dataset_sql, search_sql)
         module = next((m for m in modules if statement in m.STATEMENTS), S)
         assert getattr(module, statement.name.upper()) is statement
 

@@ -14,7 +14,7 @@ import typer
 from rich.text import Text
 
 from ..domain import jsonout
-from ..domain.model import SearchResult, UsageRow
+from ..domain.model import SearchCount, SearchResult, UsageRow
 from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.toolcalls import TOOL_CALL_STATUSES
 from ..domain.units import duration_text
@@ -231,7 +231,30 @@ def search(
             show_default=False,
         ),
     ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Only runs by this agent.", metavar="AGENT", show_default=False),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Only runs of this model.", metavar="MODEL", show_default=False),
+    ] = None,
+    since: Annotated[
+        str | None, when_option("--since", "Items written at or after this time (or 7d, 12h).")
+    ] = None,
+    until: Annotated[
+        str | None, when_option("--until", "Items written before this time (or 7d, 12h).")
+    ] = None,
     limit: Annotated[int, limit_option("At most N results.")] = 20,
+    offset: Annotated[
+        int, typer.Option(help="Skip the first N results (a later page).", metavar="N", min=0)
+    ] = 0,
+    count: Annotated[
+        bool,
+        typer.Option(
+            "--count", help="Print how many items match (up to 1,000; beyond: more than)."
+        ),
+    ] = False,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -239,20 +262,35 @@ def search(
     csv: CsvOption = False,
     tsv: TsvOption = False,
 ) -> None:
-    """Full-text search over user and assistant messages, tool arguments and outputs, on
-    every branch of every session. Exact-phrase matches come first."""
+    """Full-text search over user and assistant messages, tool arguments, outputs and tool
+    errors, on every branch of every session. Exact-phrase matches come first."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
+    filters: dict[str, Any] = {
+        "session_id": session,
+        "user_id": user,
+        "agent": agent,
+        "model": model,
+        "since": parse_time(since, "--since"),
+        "until": parse_time(until, "--until"),
+        "roles": [r.value for r in role] if role else None,
+        "types": type_ or None,
+    }
+
+    async def counted() -> SearchCount:
+        async with open_store(resolve_target(ctx, db, schema)) as store:
+            return await store.search_count(query, **filters)
+
+    if count:
+        matches = run_command(counted())
+        if fmt is Format.table:
+            say(f"{matches} {'match' if matches.matches == 1 and matches.exact else 'matches'}")
+        else:
+            print_records(fmt, [matches])
+        return
 
     async def go() -> list[SearchResult]:
         async with open_store(resolve_target(ctx, db, schema)) as store:
-            return await store.search(
-                query,
-                session_id=session,
-                user_id=user,
-                roles=[r.value for r in role] if role else None,
-                types=type_ or None,
-                limit=limit,
-            )
+            return await store.search(query, **filters, limit=limit, offset=offset)
 
     results = run_command(go())
     if fmt is not Format.table:

@@ -11,21 +11,25 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from ..domain.model import SearchResult
-from . import statements as S
+from ..domain.model import SearchCount, SearchResult
+from . import search_sql as Q
 from .ops import Op
+from .results import SearchRow
 from .search_index import copy_backlog, index_backlog
 from .tables import as_datetime
 
 __all__ = [
+    "COUNT_BOUND",
     "SEARCH_ORDERS",
     "SNIPPET_MARKS",
+    "SearchFilter",
     "SearchOrder",
     "SearchQuery",
     "parse_search",
     "search",
+    "search_count",
     "unmark",
 ]
 
@@ -184,18 +188,97 @@ def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
     return "".join(texts), tuple(spans)
 
 
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Which items a search looks at: every branch of every session unless narrowed to a
+    session, a user's sessions, the runs of an agent or a model, a time range (``since``
+    inclusive, ``until`` exclusive, as the backend binds times), roles and item types."""
+
+    session_id: str | None = None
+    user_id: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    since: Any = None
+    until: Any = None
+    roles: Sequence[str] | None = None
+    types: Sequence[str] | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The filters as the statements of ``core.search_sql`` bind them."""
+        return {
+            "sid": self.session_id,
+            "uid": self.user_id,
+            "agent": self.agent,
+            "model": self.model,
+            "since": self.since,
+            "until": self.until,
+            "roles": json.dumps(list(self.roles)) if self.roles is not None else None,
+            "types": json.dumps(list(self.types)) if self.types is not None else None,
+            "exclude": "[]",
+        }
+
+
+# How far a search's count goes: beyond it, "more than COUNT_BOUND" (counting every match of
+# a common word would cost as much as ranking them all).
+COUNT_BOUND = 1000
+
+
+def _index(feed: bool) -> Op[bool]:
+    """Bring the search index up to date (a store that may write) or copy its backlog
+    (one that must not); True when a backlog copy must be searched too."""
+    if feed:
+        yield from index_backlog()
+        return False
+    return (yield from copy_backlog())
+
+
+def search_count(query: str, *, where: SearchFilter, feed: bool) -> Op[SearchCount]:
+    """How many items match ``query`` (in their text or their tool call's error), counted up
+    to ``COUNT_BOUND``."""
+    parsed = parse_search(query)
+    if not parsed:
+        return SearchCount(0, exact=True)
+    backlog = yield from _index(feed)
+    params = {
+        **where.params(),
+        "fts": parsed.fts5(),
+        "tsq": parsed.tsquery(),
+        "cap": COUNT_BOUND + 1,
+    }
+    matches = yield Q.COUNT_MATCHES(params)
+    if backlog and matches <= COUNT_BOUND:
+        matches += yield Q.COUNT_BACKLOG_MATCHES(params)
+    return SearchCount(min(matches, COUNT_BOUND), exact=matches <= COUNT_BOUND)
+
+
+def _result(row: SearchRow, *, exact: bool, tool_error: bool) -> SearchResult:
+    snippet, matches = unmark(row.snippet or "")
+    return SearchResult(
+        session_id=row.session_id,
+        run_id=row.run_id,
+        item_id=row.id,
+        type=row.type,
+        role=row.role,
+        snippet=snippet,
+        rank=float(row.rank),
+        exact=exact,
+        created_at=as_datetime(row.created_at),
+        matches=matches,
+        tool_error=tool_error,
+    )
+
+
 def search(
     query: str,
     *,
-    session_id: str | None,
-    user_id: str | None,
-    roles: Sequence[str] | None,
-    types: Sequence[str] | None,
+    where: SearchFilter,
     limit: int,
+    offset: int,
     order: SearchOrder,
     feed: bool,
 ) -> Op[list[SearchResult]]:
-    """Items whose text matches ``query``: exact-phrase matches first, then by ``order``.
+    """Items whose text (or tool call's error) matches ``query``: exact-phrase matches first,
+    then by ``order``; the ``limit`` results after the first ``offset``.
 
     ``relevance`` ranks every match (its cost grows with the number of matching items);
     ``recent`` takes the newest matches, at a cost that does not. ``feed=False`` (a read-only
@@ -204,19 +287,8 @@ def search(
     parsed = parse_search(query)
     if not parsed:
         return []
-    backlog = False
-    if feed:
-        yield from index_backlog()
-    else:
-        backlog = yield from copy_backlog()
-    common = {
-        "sid": session_id,
-        "uid": user_id,
-        "roles": json.dumps(list(roles)) if roles is not None else None,
-        "types": json.dumps(list(types)) if types is not None else None,
-        "open": SNIPPET_MARKS[0],
-        "close": SNIPPET_MARKS[1],
-    }
+    backlog = yield from _index(feed)
+    wanted = offset + limit
     results: list[SearchResult] = []
     tiers: list[tuple[str | None, str | None, bool]] = [
         (parsed.fts5_phrase(), parsed.tsquery_phrase(), True),
@@ -224,41 +296,33 @@ def search(
     ]
     if tiers[0][0] == tiers[1][0]:
         del tiers[1]  # the query is itself one exact phrase
+    recent = order == "recent"
+    sources = [
+        (Q.SEARCH_RECENT if recent else Q.SEARCH, False),
+        (Q.SEARCH_ERRORS_RECENT if recent else Q.SEARCH_ERRORS, True),
+    ]
+    if backlog:
+        sources.append((Q.SEARCH_RECENT_BACKLOG if recent else Q.SEARCH_BACKLOG, False))
     for fts, tsq, exact in tiers:
-        if fts is None or len(results) >= limit:
+        if fts is None or len(results) >= wanted:
             continue
-        statement, backlog_statement = (
-            (S.SEARCH, S.SEARCH_BACKLOG)
-            if order == "relevance"
-            else (S.SEARCH_RECENT, S.SEARCH_RECENT_BACKLOG)
-        )
         params = {
-            **common,
+            **where.params(),
+            "open": SNIPPET_MARKS[0],
+            "close": SNIPPET_MARKS[1],
             "fts": fts,
             "tsq": tsq,
-            "exclude": json.dumps([result.item_id for result in results]),
-            "limit": limit - len(results),
+            "exclude": json.dumps([str(result.item_id) for result in results]),
+            "limit": wanted - len(results),
         }
-        rows = yield statement(params)
-        if backlog:
-            rows = rows + (yield backlog_statement(params))
-            # Both in the statements' order: rank (negated) first, else newest first.
-            rows.sort(key=lambda row: (-row.rank, row.id) if order == "relevance" else -row.id)
-            del rows[limit - len(results) :]
-        for row in rows:
-            snippet, matches = unmark(row.snippet or "")
-            results.append(
-                SearchResult(
-                    session_id=row.session_id,
-                    run_id=row.run_id,
-                    item_id=row.id,
-                    type=row.type,
-                    role=row.role,
-                    snippet=snippet,
-                    rank=float(row.rank),
-                    exact=exact,
-                    created_at=as_datetime(row.created_at),
-                    matches=matches,
-                )
-            )
-    return results
+        found: list[tuple[SearchRow, bool]] = []
+        for statement, tool_error in sources:
+            found.extend((row, tool_error) for row in (yield statement(params)))
+        # The statements' own order, across them: rank (negated) first, else newest first.
+        found.sort(key=lambda hit: -hit[0].id if recent else (-hit[0].rank, hit[0].id))
+        seen = {result.item_id for result in results}
+        for row, tool_error in found:
+            if row.id not in seen and len(results) < wanted:
+                seen.add(row.id)
+                results.append(_result(row, exact=exact, tool_error=tool_error))
+    return results[offset:]

@@ -11,7 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from . import annotation_sql, catalogue_sql, dataset_sql, usage_sql
+from . import annotation_sql, catalogue_sql, dataset_sql, search_sql, usage_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -29,7 +29,6 @@ from .results import (
     RunIdsRow,
     RunItemRow,
     RunLinkRow,
-    SearchRow,
     SessionItemsRow,
     SessionSummaryRow,
     SpanRow,
@@ -407,12 +406,6 @@ MODEL_RESPONSES_BY_ALL = All(
     row=ModelResponseRow,
 )
 
-# Full-text search: by relevance or newest first; the "_BACKLOG" variants search the private
-# copy of the backlog that a read-only store makes (copy_backlog).
-SEARCH = All("search", row=SearchRow)
-SEARCH_RECENT = All("search_recent", row=SearchRow)
-SEARCH_BACKLOG = All("search_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
-SEARCH_RECENT_BACKLOG = All("search_recent_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
 
 # The SDK's trace spans (core.spans). A span is stored only with a run of its session that
 # still exists (a run deleted since its turn takes its spans along).
@@ -640,7 +633,8 @@ STATEMENTS: tuple[Statement, ...] = (
     + usage_sql.STATEMENTS
     + annotation_sql.STATEMENTS
     + dataset_sql.STATEMENTS
+    + search_sql.STATEMENTS
 )
-"""Every statement, in declaration order (the catalogue's pages, usage, annotations, then
-datasets' last: ``core.catalogue_sql``, ``core.usage_sql``, ``core.annotation_sql``,
-``core.dataset_sql``)."""
+"""Every statement, in declaration order (the catalogue's pages, usage, annotations,
+datasets, then search's last: ``core.catalogue_sql``, ``core.usage_sql``,
+``core.annotation_sql``, ``core.dataset_sql``, ``core.search_sql``)."""

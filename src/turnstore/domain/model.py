@@ -32,6 +32,7 @@ __all__ = [
     "ResponseRecord",
     "Run",
     "RunStatus",
+    "SearchCount",
     "SearchResult",
     "SessionInfo",
     "SessionPage",
@@ -487,7 +488,9 @@ class SearchResult:
     ``exact`` says the item holds the query's words as one exact phrase: exact matches come
     first. ``snippet`` is a short excerpt of the item's text, as stored; ``matches`` are the
     ``(start, end)`` offsets of the matched words in it (``snippet[start:end]``), in order.
-    ``pieces()`` cuts the snippet at them for display.
+    ``pieces()`` cuts the snippet at them for display. ``tool_error``: the match is in the
+    error of the item's tool call (the item is its output, or its call where it has none),
+    and the snippet is of that error.
     """
 
     session_id: str
@@ -500,6 +503,7 @@ class SearchResult:
     exact: bool
     created_at: datetime
     matches: tuple[tuple[int, int], ...] = ()
+    tool_error: bool = False
 
     def pieces(self) -> list[tuple[str, bool]]:
         """The snippet as consecutive ``(text, is_match)`` pieces, empty ones left out."""
@@ -514,6 +518,19 @@ class SearchResult:
         if position < len(self.snippet):
             pieces.append((self.snippet[position:], False))
         return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCount:
+    """How many items match a search: ``matches`` when ``exact``, else more than that (a
+    count stops at a bound, so that it costs what a page of results does). ``str()`` says
+    it: ``"1,234"`` or ``"more than 1,000"``."""
+
+    matches: int
+    exact: bool
+
+    def __str__(self) -> str:
+        return f"{self.matches:,}" if self.exact else f"more than {self.matches:,}"
 
 
 @dataclass(frozen=True, slots=True)

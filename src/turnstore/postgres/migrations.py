@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from ..core.annotation_sql import RUN_ANNOTATIONS_VIEW
 
-__all__ = ["MIGRATIONS"]
+__all__ = ["ERROR_VECTOR", "MIGRATIONS", "SEARCHED_ERROR"]
+
+# A tool call's error as searched (migration 14), and the calls whose error is: those whose
+# output does not say it (the output item's text is searched already).
+# ``{t}`` is where the columns' table alias goes ("" in the index, "t." in the searches).
+ERROR_VECTOR = "to_tsvector('turnstore_english'::regconfig, left({t}error, 100000))"
+SEARCHED_ERROR = "({t}error IS NOT NULL AND {t}error IS DISTINCT FROM {t}output)"
 
 # The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1. Append
 # new steps; never edit a released one. Tables, columns and their meaning match SQLite's.
@@ -365,5 +371,14 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX annotations_tool_call ON annotations (session_id, tool_call_id)",
         "CREATE INDEX annotations_id ON annotations (id)",
         RUN_ANNOTATIONS_VIEW,
+    ],
+    # 14: tool calls' errors are searchable (as sqlite/migrations.py's step 15): an expression
+    # index over the errors that are not already the output's text, which the search's
+    # conditions repeat (ERROR_VECTOR, SEARCHED_ERROR) so that the planner uses it. Nothing is
+    # stored per row: writes of calls without an error do not touch it.
+    [
+        f"""CREATE INDEX tool_calls_error_search ON tool_calls
+        USING gin ({ERROR_VECTOR.format(t="")})
+        WHERE {SEARCHED_ERROR.format(t="")}""",
     ],
 ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from ..core import catalogue_sql as C
 from ..core import dataset_sql as D
+from ..core import search_sql
+from ..core import search_sql as Q
 from ..core import statements as S
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
@@ -27,6 +29,7 @@ from ..core.tables import (
     session_columns,
 )
 from ..domain.toolcalls import failed_sql
+from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
 
@@ -327,32 +330,79 @@ _HEADLINE = (
     f"StartSel={SNIPPET_MARKS[0]}, StopSel={SNIPPET_MARKS[1]}, MaxWords=24, MinWords=8, "
     "MaxFragments=1"
 )
+SYNTAX = Syntax(
+    casts=True,
+    scoped=True,
+    true="TRUE",
+    same="IS NOT DISTINCT FROM",
+    day=lambda column: f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+    values=lambda name: f"SELECT jsonb_array_elements_text(:{name}::jsonb)",
+    key_is=_key_is,
+    greatest="GREATEST",
+    least="LEAST",
+)
+"""PostgreSQL's tokens in the statements written once (core.shared_sql)."""
+
+
 # Rank and limit first, then headline only the rows returned (ts_headline re-parses the
 # text). to_tsquery gets the query as rendered by search.SearchQuery: quoted lexemes
-# only, so user text is never tsquery syntax.
+# only, so user text is never tsquery syntax. The "_ERRORS" statements search tool calls'
+# errors (migration 14's index), each found as its item, unless that item's text matches too.
+_FILTERS = search_sql.search_filters(SYNTAX)
+_QUERY = f"to_tsquery('{TS_CONFIG}', :tsq)"
+_ITEM_MATCHES = (
+    f"""
+            FROM items i, {_QUERY} q
+            WHERE i.search_vector @@ q"""
+    + _FILTERS
+)
+_ERROR_MATCHES = (
+    f"""
+            FROM tool_calls t
+                JOIN items i ON i.session_id = t.session_id AND i.id = {search_sql.error_item()},
+                {_QUERY} q
+            WHERE {SEARCHED_ERROR.format(t="t.")} AND {ERROR_VECTOR.format(t="t.")} @@ q
+              AND NOT i.search_vector @@ q"""
+    + _FILTERS
+)
 _SEARCH = f"""
         SELECT h.id, h.session_id, h.run_id, h.type, h.role, h.created_at,
-            ts_headline('{TS_CONFIG}', left(h.text, 100000), to_tsquery('{TS_CONFIG}', :tsq),
-                        '{_HEADLINE}') AS snippet,
+            ts_headline('{TS_CONFIG}', left(h.text, 100000), {_QUERY}, '{_HEADLINE}') AS snippet,
             h.rank
         FROM (
-            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at, i.text,
-                {{rank}} AS rank
-            FROM items i, to_tsquery('{TS_CONFIG}', :tsq) q
-            WHERE i.search_vector @@ q
-              AND (:sid::text IS NULL OR i.session_id = :sid)
-              AND (:uid::text IS NULL
-                   OR EXISTS (SELECT 1 FROM sessions s
-                              WHERE s.session_id = i.session_id AND s.user_id = :uid))
-              AND (:roles::jsonb IS NULL
-                   OR i.role IN (SELECT jsonb_array_elements_text(:roles::jsonb)))
-              AND (:types::jsonb IS NULL
-                   OR i.type IN (SELECT jsonb_array_elements_text(:types::jsonb)))
-              AND i.id NOT IN (SELECT jsonb_array_elements_text(:exclude::jsonb)::bigint)
+            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+                {{text}} AS text, {{rank}} AS rank{{matches}}
             ORDER BY {{order}}
             LIMIT :limit
         ) h
         ORDER BY {{outer_order}}"""
+
+
+def _search(matches: str, text: str, rank: str, order: str) -> str:
+    return _SEARCH.format(
+        matches=matches,
+        text=text,
+        rank=rank,
+        order=order,
+        outer_order=order.replace("i.id", "h.id").replace("rank", "h.rank"),
+    )
+
+
+_ERROR_RANK = f"ts_rank_cd({ERROR_VECTOR.format(t='t.')}, q)"
+_SEARCHES = {
+    Q.SEARCH: _search(_ITEM_MATCHES, "i.text", "ts_rank_cd(i.search_vector, q)", "rank DESC, i.id"),
+    Q.SEARCH_RECENT: _search(_ITEM_MATCHES, "i.text", "0.0::float8", "i.id DESC"),
+    Q.SEARCH_ERRORS: _search(_ERROR_MATCHES, "t.error", _ERROR_RANK, "rank DESC, i.id"),
+    Q.SEARCH_ERRORS_RECENT: _search(_ERROR_MATCHES, "t.error", "0.0::float8", "i.id DESC"),
+    # Counted up to :cap, so that a common word costs what a page does.
+    Q.COUNT_MATCHES: f"""
+        SELECT count(*) AS matches FROM (
+            (SELECT i.id{_ITEM_MATCHES})
+            UNION ALL
+            (SELECT i.id{_ERROR_MATCHES})
+            LIMIT :cap
+        ) c""",
+}
 
 _QUERIES: dict[Statement, str] = {
     **{
@@ -367,31 +417,9 @@ _QUERIES: dict[Statement, str] = {
     },
     C.COUNT_SESSIONS: _COUNT_SESSIONS.format(user=""),
     C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user="user_id = :user_id AND"),
-    **{
-        statement: _SEARCH.format(
-            rank=rank,
-            order=order,
-            outer_order=order.replace("i.id", "h.id").replace("rank", "h.rank"),
-        )
-        for statement, rank, order in (
-            (S.SEARCH, "ts_rank_cd(i.search_vector, q)", "rank DESC, i.id"),
-            (S.SEARCH_RECENT, "0.0::float8", "i.id DESC"),
-        )
-    },
+    **_SEARCHES,
 }
 
-SYNTAX = Syntax(
-    casts=True,
-    scoped=True,
-    true="TRUE",
-    same="IS NOT DISTINCT FROM",
-    day=lambda column: f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
-    values=lambda name: f"SELECT jsonb_array_elements_text(:{name}::jsonb)",
-    key_is=_key_is,
-    greatest="GREATEST",
-    least="LEAST",
-)
-"""PostgreSQL's tokens in the statements written once (core.shared_sql)."""
 
 DIALECT = Dialect(
     "PostgreSQL",

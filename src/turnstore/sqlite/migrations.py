@@ -83,6 +83,9 @@ _FTS_UPDATE_TRIGGER = """CREATE TRIGGER items_fts_update AFTER UPDATE OF text ON
         END"""
 
 
+# A tool call whose error the search index holds (migration 15): one its output does not say.
+_SEARCHED_ERROR = "({row}.error IS NOT NULL AND {row}.error IS NOT {row}.output)"
+
 _SPAN_OVERVIEW = """CREATE VIEW span_overview AS
         SELECT p.session_id, s.user_id, p.run_id, r.user_message, p.id AS span_row_id,
             p.trace_id, p.span_id, p.parent_span_id, p.kind, p.name, p.started_at, p.ended_at,
@@ -466,4 +469,35 @@ MIGRATIONS: list[list[str]] = [
     # SDK's own classes write to an adopted session later is taken up (core/adoption.py,
     # take_up). NULL for sessions adopted before: their later SDK rows are not taken up.
     ["ALTER TABLE sdk_adopted ADD COLUMN through_id INTEGER"],
+    # 15: tool calls' errors are searchable. The SDK (0.23 on) keeps an exception's text out
+    # of the tool's output ("An error occurred while running the tool. Please try again.")
+    # and turnstore has it from the trace span (tool_calls.error), and an MCP call's or an
+    # image generation's error is a field of its item apart from its text: none of them was in
+    # items_fts. They get an index of their own, keyed by tool call id, fed by triggers (few
+    # calls have an error: the conditions keep every other write as it was), holding only the
+    # errors that are not already the output's text.
+    [
+        """CREATE VIRTUAL TABLE tool_errors_fts USING fts5 (
+            error, tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+        f"""INSERT INTO tool_errors_fts (rowid, error)
+        SELECT id, error FROM tool_calls WHERE {_SEARCHED_ERROR.format(row="tool_calls")}""",
+        f"""CREATE TRIGGER tool_errors_fts_insert AFTER INSERT ON tool_calls
+        WHEN {_SEARCHED_ERROR.format(row="new")}
+        BEGIN
+            INSERT INTO tool_errors_fts (rowid, error) VALUES (new.id, new.error);
+        END""",
+        f"""CREATE TRIGGER tool_errors_fts_update AFTER UPDATE OF error, output ON tool_calls
+        WHEN {_SEARCHED_ERROR.format(row="old")} OR {_SEARCHED_ERROR.format(row="new")}
+        BEGIN
+            DELETE FROM tool_errors_fts WHERE rowid = old.id;
+            INSERT INTO tool_errors_fts (rowid, error)
+            SELECT new.id, new.error WHERE {_SEARCHED_ERROR.format(row="new")};
+        END""",
+        f"""CREATE TRIGGER tool_errors_fts_delete AFTER DELETE ON tool_calls
+        WHEN {_SEARCHED_ERROR.format(row="old")}
+        BEGIN
+            DELETE FROM tool_errors_fts WHERE rowid = old.id;
+        END""",
+    ],
 ]

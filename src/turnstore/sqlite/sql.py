@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ..core import catalogue_sql as C
 from ..core import dataset_sql as D
+from ..core import search_sql
+from ..core import search_sql as Q
 from ..core import statements as S
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
@@ -325,26 +327,79 @@ _SESSIONS = f"""
     ORDER BY {{key}} DESC, sessions.session_id DESC LIMIT :limit"""
 _COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
 
+SYNTAX = Syntax(
+    casts=False,
+    scoped=False,
+    true="1 = 1",
+    same="IS",
+    day=lambda column: f"substr({column}, 1, 10)",
+    values=lambda name: f"SELECT value FROM json_each(:{name})",
+    key_is=lambda column, param: f"{column} = :{param}",
+    greatest="max",
+    least="min",
+)
+"""SQLite's tokens in the statements written once (core.shared_sql)."""
+
+
 # rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
 # the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
 # the rows returned.
 # "recent" leaves rank out: bm25 needs every query term's document count, which costs a
 # scan of the term's whole index entry when the term is common.
 # The "_BACKLOG" variants search the private copy of the items the index lacks that a
-# read-only store makes (see copy_backlog).
-_SEARCH = """
-        SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
-            snippet({fts}, 0, :open, :close, '…', 16) AS snippet, {rank} AS rank
+# read-only store makes (see copy_backlog); the "_ERRORS" ones tool calls' errors (migration
+# 15), each found as its item, unless that item's text matches too.
+_FILTERS = search_sql.search_filters(SYNTAX)
+_ITEM_MATCHES = (
+    """
         FROM {fts} JOIN items i ON i.id = {fts}.rowid
-        WHERE {fts} MATCH :fts
-          AND (:sid IS NULL OR i.session_id = :sid)
-          AND (:uid IS NULL OR EXISTS (SELECT 1 FROM sessions s
-                                       WHERE s.session_id = i.session_id AND s.user_id = :uid))
-          AND (:roles IS NULL OR i.role IN (SELECT value FROM json_each(:roles)))
-          AND (:types IS NULL OR i.type IN (SELECT value FROM json_each(:types)))
-          AND i.id NOT IN (SELECT value FROM json_each(:exclude))
+        WHERE {fts} MATCH :fts"""
+    + _FILTERS
+)
+_ERROR_MATCHES = (
+    f"""
+        FROM tool_errors_fts JOIN tool_calls t ON t.id = tool_errors_fts.rowid
+            JOIN items i ON i.id = {search_sql.error_item()}
+        WHERE tool_errors_fts MATCH :fts
+          AND i.id NOT IN (SELECT rowid FROM items_fts WHERE items_fts MATCH :fts AND rowid = i.id)
+"""
+    + _FILTERS
+)
+_HIT = """
+        SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+            snippet({fts}, 0, :open, :close, '…', 16) AS snippet, {rank} AS rank"""
+_PAGE = """
         ORDER BY {order}
         LIMIT :limit"""
+
+
+def _search(fts: str, matches: str, rank: str, order: str) -> str:
+    return (
+        _HIT.format(fts=fts, rank=rank.format(fts=fts))
+        + matches.replace("{fts}", fts)
+        + _PAGE.format(order=order.format(fts=fts))
+    )
+
+
+_SEARCHES = {
+    Q.SEARCH: _search("items_fts", _ITEM_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"),
+    Q.SEARCH_RECENT: _search("items_fts", _ITEM_MATCHES, "0.0", "{fts}.rowid DESC"),
+    Q.SEARCH_BACKLOG: _search(
+        "items_fts_backlog", _ITEM_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"
+    ),
+    Q.SEARCH_RECENT_BACKLOG: _search("items_fts_backlog", _ITEM_MATCHES, "0.0", "{fts}.rowid DESC"),
+    Q.SEARCH_ERRORS: _search("tool_errors_fts", _ERROR_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"),
+    Q.SEARCH_ERRORS_RECENT: _search("tool_errors_fts", _ERROR_MATCHES, "0.0", "i.id DESC"),
+    # Counted up to :cap, so that a common word costs what a page does.
+    Q.COUNT_MATCHES: "SELECT count(*) AS matches FROM (SELECT i.id"
+    + _ITEM_MATCHES.replace("{fts}", "items_fts")
+    + " UNION ALL SELECT i.id"
+    + _ERROR_MATCHES
+    + " LIMIT :cap)",
+    Q.COUNT_BACKLOG_MATCHES: "SELECT count(*) AS matches FROM (SELECT i.id"
+    + _ITEM_MATCHES.replace("{fts}", "items_fts_backlog")
+    + " LIMIT :cap)",
+}
 
 _QUERIES: dict[Statement, str] = {
     **{
@@ -358,29 +413,8 @@ _QUERIES: dict[Statement, str] = {
     },
     C.COUNT_SESSIONS: _COUNT_SESSIONS.format(user=""),
     C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user="user_id = :user_id AND"),
-    **{
-        statement: _SEARCH.format(fts=fts, rank=rank.format(fts=fts), order=order.format(fts=fts))
-        for statement, fts, rank, order in (
-            (S.SEARCH, "items_fts", "-{fts}.rank", "{fts}.rank, i.id"),
-            (S.SEARCH_RECENT, "items_fts", "0.0", "{fts}.rowid DESC"),
-            (S.SEARCH_BACKLOG, "items_fts_backlog", "-{fts}.rank", "{fts}.rank, i.id"),
-            (S.SEARCH_RECENT_BACKLOG, "items_fts_backlog", "0.0", "{fts}.rowid DESC"),
-        )
-    },
+    **_SEARCHES,
 }
-
-SYNTAX = Syntax(
-    casts=False,
-    scoped=False,
-    true="1 = 1",
-    same="IS",
-    day=lambda column: f"substr({column}, 1, 10)",
-    values=lambda name: f"SELECT value FROM json_each(:{name})",
-    key_is=lambda column, param: f"{column} = :{param}",
-    greatest="max",
-    least="min",
-)
-"""SQLite's tokens in the statements written once (core.shared_sql)."""
 
 DIALECT = Dialect(
     "SQLite", {**_OWN, **_QUERIES}, render=named, capabilities=CAPABILITIES, syntax=SYNTAX

@@ -13,12 +13,15 @@ from ..core.ops import Fetch, Op, Query
 from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
 from ..domain import validate
-from ..domain.model import ModelResponse, SearchResult, ToolCall, ToolStats, UsageRow
+from ..domain.model import ModelResponse, SearchCount, SearchResult, ToolCall, ToolStats, UsageRow
 from ..domain.prices import Prices
 from ..errors import InvalidOperationError
 from ..formats import export
 from ..formats.export import ExportFormat
 from .base import NO_LIMIT, StoreBase, limit_arg
+
+# How deep a search pages: a page past it would rank that many matches first.
+MAX_SEARCH_OFFSET = 10_000
 
 __all__ = ["AnalyticsMixin"]
 
@@ -170,18 +173,46 @@ class AnalyticsMixin(StoreBase):
             write=False,
         )
 
+    def _search_filter(
+        self,
+        session_id: Any,
+        user_id: Any,
+        agent: Any,
+        model: Any,
+        since: Any,
+        until: Any,
+        roles: Any,
+        types: Any,
+    ) -> search.SearchFilter:
+        return search.SearchFilter(
+            session_id=validate.optional_key(session_id, "session_id"),
+            user_id=validate.optional_text(user_id, "user_id"),
+            agent=validate.optional_text(agent, "agent"),
+            model=validate.optional_text(model, "model"),
+            since=self._bind_time(validate.optional_time(since, "since")),
+            until=self._bind_time(validate.optional_time(until, "until")),
+            roles=validate.text_list(roles, "roles"),
+            types=validate.text_list(types, "types"),
+        )
+
     async def search(
         self,
         query: str,
         *,
         session_id: str | None = None,
         user_id: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
         roles: Sequence[str] | None = None,
         types: Sequence[str] | None = None,
         limit: int = 20,
+        offset: int = 0,
         order: SearchOrder = "relevance",
     ) -> list[SearchResult]:
-        """Full-text search over user and assistant text, tool arguments and tool outputs.
+        """Full-text search over user and assistant text, tool arguments, tool outputs and
+        tool calls' errors.
 
         The query is web-search style: words (all must occur), ``"an exact phrase"``,
         ``this OR that``, ``-excluded``, ``prefix*``; anything else is plain text, so no
@@ -189,29 +220,57 @@ class AnalyticsMixin(StoreBase):
         first, then the rest by relevance. ``roles`` (``"user"``, ``"assistant"``) and
         ``types`` (``"message"``, ``"function_call"``, ``"function_call_output"``, …) filter
         the items; every branch of every session is searched unless ``session_id`` (or
-        ``user_id``: that user's sessions) is given.
+        ``user_id``: that user's sessions) is given; ``agent`` and ``model`` keep the items
+        of runs by that agent or model, ``since`` (inclusive) and ``until`` (exclusive) those
+        written in that time. A match in a tool call's error is its output item, with
+        ``tool_error`` set. ``offset`` skips that many results (a later page; at most
+        ``MAX_SEARCH_OFFSET``).
         ``order="recent"`` returns the newest matches instead of the most relevant: ranking
         costs a few microseconds per matching item, so prefer it for words that occur in many
         thousands of items.
         """
         order = validate.choice(order, "order", search.SEARCH_ORDERS)
         query = validate.text(query, "a search query")
-        session_id = validate.optional_key(session_id, "session_id")
-        user_id = validate.optional_text(user_id, "user_id")
-        role_list = validate.text_list(roles, "roles")
-        type_list = validate.text_list(types, "types")
+        where = self._search_filter(session_id, user_id, agent, model, since, until, roles, types)
         size = limit_arg(limit)
+        skip = validate.count(offset, "offset")
+        if skip > MAX_SEARCH_OFFSET:
+            raise InvalidOperationError(
+                f"offset must be at most {MAX_SEARCH_OFFSET:,} (a search pages that deep), "
+                f"got {skip}"
+            )
         return await self.backend.run(
             lambda: search.search(
                 query,
-                session_id=session_id,
-                user_id=user_id,
-                roles=role_list,
-                types=type_list,
-                limit=size,
+                where=where,
+                limit=min(size, NO_LIMIT - skip),
+                offset=skip,
                 order=order,
                 feed=not self.backend.read_only,
             ),
+            write=False,
+        )
+
+    async def search_count(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        roles: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+    ) -> SearchCount:
+        """How many items ``search`` finds for ``query`` with these filters: exact up to a
+        bound (1,000), beyond it ``SearchCount(1000, exact=False)`` ("more than 1,000"), so
+        that counting costs what a page of results does."""
+        query = validate.text(query, "a search query")
+        where = self._search_filter(session_id, user_id, agent, model, since, until, roles, types)
+        return await self.backend.run(
+            lambda: search.search_count(query, where=where, feed=not self.backend.read_only),
             write=False,
         )
 

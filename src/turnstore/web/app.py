@@ -455,7 +455,7 @@ def build_app(
         Page(
             "/sessions",
             sessions_page,
-            query=("q", "after", "start", "sort", *catalogue.FILTERS),
+            query=("q", "after", "start", "sort", "page", *catalogue.FILTERS, "session"),
             name="sessions",
         ),
         Page(

@@ -26,7 +26,7 @@ from ..domain.prices import Prices
 from .format import bar_chart, fill_days
 from .params import Params
 
-__all__ = ["Hit", "sessions_page", "tools_page", "usage_page"]
+__all__ = ["SEARCH_FILTERS", "Hit", "sessions_page", "tools_page", "usage_page"]
 
 LIST_LIMIT = 20  # rows in the tools page's lists
 
@@ -64,22 +64,55 @@ class Hit:
     session: SessionInfo | None
 
 
+# The search's filters, as the page's query parameters name them (the form's fields).
+SEARCH_FILTERS = ("session", "agent", "model", "since", "until")
+
+
+async def _search(
+    store: Store, params: Params, query: str, user: str | None, page_size: int
+) -> dict[str, Any]:
+    """A page of the items matching a search (``page`` 1 is the first), with the count of
+    every match and the filters, as the form and the page links carry them."""
+    page = params.integer("page") or 1
+    filters: dict[str, Any] = {
+        "session_id": params.key("session"),
+        "user_id": user,
+        "agent": params.text("agent"),
+        "model": params.text("model"),
+        "since": params.day("since"),
+        "until": params.day("until", end=True),
+    }
+    # One result more than a page says whether there is a next one.
+    results = await store.search(
+        query, **filters, limit=page_size + 1, offset=(page - 1) * page_size
+    )
+    count = await store.search_count(query, **filters)
+    sessions: dict[str, SessionInfo | None] = {}
+    for result in results[:page_size]:
+        if result.session_id not in sessions:
+            sessions[result.session_id] = await store.session(result.session_id)
+    shown = {name: params.text(name) or "" for name in SEARCH_FILTERS}
+    return {
+        "hits": [
+            Hit(result, result.pieces(), sessions[result.session_id])
+            for result in results[:page_size]
+        ],
+        "count": count,
+        "search_page": page,
+        "first_hit": (page - 1) * page_size + 1,
+        "next_page": page + 1 if len(results) > page_size else None,
+        "filters": shown,
+        "filtered": any(shown.values()),
+    }
+
+
 async def sessions_page(store: Store, params: Params, page_size: int) -> dict[str, Any]:
     """The sessions the filters keep, sorted across the catalogue, a page at a time with
     their total; or the items matching a search."""
     query, user = params.text("q"), params.key("user")
     values: dict[str, Any] = {"q": query or "", "user": user or "", "hits": None, "page": None}
     if query is not None:
-        results = await store.search(query, limit=page_size)
-        sessions: dict[str, SessionInfo | None] = {}
-        for result in results:
-            if result.session_id not in sessions:
-                sessions[result.session_id] = await store.session(result.session_id)
-        values["hits"] = [
-            Hit(result, result.pieces(), sessions[result.session_id])
-            for result in results
-            if user is None or ((info := sessions[result.session_id]) and info.user_id == user)
-        ]
+        values.update(await _search(store, params, query, user, page_size))
         return values
     sort = params.text("sort") or "created"
     if sort not in SORTS:
