@@ -138,6 +138,63 @@ async def test_a_session_without_tracing_exports_its_tool_calls(store: Store) ->
         await otel.otlp_traces(store, "nobody")
 
 
+def _evaluations(span: Any) -> list[dict[str, Any]]:
+    """The evaluation result events of a protobuf span, as their attributes."""
+    return [attributes(e) for e in span.events if e.name == otel.EVALUATION_EVENT]
+
+
+async def test_annotations_export_as_evaluation_results(store: Store) -> None:
+    first = await store.add_items("s", [user("q"), call("c1", "f"), output("c1", "ok")])
+    await store.add_items("s", [assistant("a")])
+    second = await store.add_items("s", [user("q2"), assistant("a2", item_id="m2")])
+    assert first is not None
+    assert second is not None
+    down = await store.annotate(second, "thumbs", value=0, comment="wrong", source="user")
+    label = await store.annotate(second, "review", label="hallucinated", author="dana")
+    [call_row] = await store.tool_calls(run_id=first)
+    await store.annotate(first, "tool_ok", value=1, tool_call_id=call_row.id, source="code")
+    request = await otel.otlp_traces(store, "s")
+    roots = {
+        attributes(span)["turnstore.run.id"]: span
+        for span in spans_of(parse(request))
+        if not span.parent_span_id
+    }
+    assert _evaluations(roots[second]) == [
+        {
+            "gen_ai.evaluation.name": "thumbs",
+            "gen_ai.evaluation.score.value": 0.0,
+            "gen_ai.evaluation.explanation": "wrong",
+            "turnstore.annotation.id": down.id,
+            "turnstore.annotation.source": "user",
+        },
+        {
+            "gen_ai.evaluation.name": "review",
+            "gen_ai.evaluation.score.label": "hallucinated",
+            "turnstore.annotation.id": label.id,
+            "turnstore.annotation.source": "human",
+            "turnstore.annotation.author": "dana",
+        },
+    ]
+    [tool_note] = _evaluations(roots[first])
+    assert tool_note["turnstore.annotation.tool_call_id"] == call_row.id
+    assert roots[second].events[0].time_unix_nano == round(down.created_at.timestamp() * 1e6) * 1000
+    # The spans send hands the OpenTelemetry SDK's exporters carry the same events.
+    require_module("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    exporter.export(otel._readable_spans(request))
+    exported = {
+        span.attributes["turnstore.run.id"]: span
+        for span in exporter.get_finished_spans()
+        if span.parent is None and span.attributes is not None
+    }
+    events = exported[second].events
+    assert [event.name for event in events] == [otel.EVALUATION_EVENT] * 2
+    assert dict(events[0].attributes or {})["gen_ai.evaluation.score.value"] == 0.0
+    assert dict(events[1].attributes or {})["gen_ai.evaluation.score.label"] == "hallucinated"
+
+
 class Collector(BaseHTTPRequestHandler):
     """A loopback OTLP/HTTP collector: keeps what it is sent."""
 
@@ -169,7 +226,8 @@ def collector() -> Iterator[str]:
 
 async def test_send_posts_the_same_spans(store: Store, collector: str) -> None:
     await store.add_items("s", [user("q"), call("c1", "f"), output("c1", "ok"), assistant("a")])
-    await store.add_items("s", [user("q2"), assistant("a2")])
+    answered = await store.add_items("s", [user("q2"), assistant("a2")])
+    await store.annotate(answered, "thumbs", value=1, comment="good")
     sent = await otel.send(store, "s", collector)
     assert sent == 3
     [body] = Collector.received
@@ -180,6 +238,8 @@ async def test_send_posts_the_same_spans(store: Store, collector: str) -> None:
     assert {span.name: attributes(span) for span in got} == {
         span.name: attributes(span) for span in want
     }
+    assert sorted(map(str, map(_evaluations, got))) == sorted(map(str, map(_evaluations, want)))
+    assert any(_evaluations(span) for span in got)
     Collector.status = 400
     with pytest.raises(ConfigurationError, match="refused"):
         await otel.send(store, "s", collector, timeout=2)

@@ -7,9 +7,11 @@ semantic conventions: each run is one trace whose root span is the turn
 SDK's spans stored by ``turnstore.tracing`` (agents ``invoke_agent``, model calls ``chat``
 with model, response id and tokens, tools ``execute_tool``; handoffs, guardrails and the
 rest keep the SDK's kind), or, for a run stored without tracing, its tool calls. A failed
-span or call has status ERROR with the error's text. ``send`` posts the same spans to an
-OTLP/HTTP endpoint with the OpenTelemetry SDK's exporter (the ``otel`` extra); ``turnstore
-otel`` does both from the command line.
+span or call has status ERROR with the error's text. A run's annotations are events
+``gen_ai.evaluation.result`` of its turn span (the GenAI conventions' evaluation results:
+``gen_ai.evaluation.name``, ``.score.value``, ``.score.label``, ``.explanation``). ``send``
+posts the same spans to an OTLP/HTTP endpoint with the OpenTelemetry SDK's exporter (the
+``otel`` extra); ``turnstore otel`` does both from the command line.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .domain import validate
 from .domain.extras import missing_extra
-from .domain.model import Run, ToolCall, TraceSpan
+from .domain.model import Annotation, Run, ToolCall, TraceSpan
 from .errors import ConfigurationError, SessionNotFoundError
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ def _span(
     end: datetime | None,
     attributes: Mapping[str, Any],
     error: str | None,
+    events: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     span: dict[str, Any] = {
         "traceId": trace_id,
@@ -100,7 +103,33 @@ def _span(
         span["parentSpanId"] = parent
     if error is not None:
         span["status"] = {"code": STATUS_ERROR, "message": error}
+    if events:
+        span["events"] = list(events)
     return span
+
+
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+
+
+def _evaluation(note: Annotation) -> dict[str, Any]:
+    """An annotation as the GenAI conventions' evaluation result event (a correction: when it
+    was corrected); what they have no attribute for under ``turnstore.annotation.*``."""
+    return {
+        "timeUnixNano": _nanos(note.updated_at or note.created_at),
+        "name": EVALUATION_EVENT,
+        "attributes": _attributes(
+            {
+                "gen_ai.evaluation.name": note.name,
+                "gen_ai.evaluation.score.value": note.value,
+                "gen_ai.evaluation.score.label": note.label,
+                "gen_ai.evaluation.explanation": note.comment,
+                "turnstore.annotation.id": note.id,
+                "turnstore.annotation.source": note.source,
+                "turnstore.annotation.author": note.author,
+                "turnstore.annotation.tool_call_id": note.tool_call_id,
+            }
+        ),
+    }
 
 
 def _sdk_span(span: TraceSpan, trace_id: str, turn: str, common: Mapping[str, Any]) -> Any:
@@ -187,7 +216,10 @@ def _call_span(call: ToolCall, trace_id: str, turn: str, common: Mapping[str, An
 
 
 def _run_spans(
-    run: Run, spans: Sequence[TraceSpan], calls: Sequence[ToolCall]
+    run: Run,
+    spans: Sequence[TraceSpan],
+    calls: Sequence[ToolCall],
+    notes: Sequence[Annotation],
 ) -> list[dict[str, Any]]:
     sid = run.session_id
     trace_id = _hex_id(spans[0].trace_id, 32) if spans else _hex_id(f"run/{sid}/{run.id}", 32)
@@ -220,6 +252,7 @@ def _run_spans(
             "turnstore.run.assistant_message": run.assistant_message,
         },
         "the turn ended without an answer" if run.status == "failed" else None,
+        [_evaluation(note) for note in notes],
     )
     if spans:
         return [root, *(_sdk_span(span, trace_id, turn, common) for span in spans)]
@@ -240,10 +273,15 @@ async def otlp_traces(store: Store, session_id: str) -> dict[str, Any]:
     calls: dict[int, list[ToolCall]] = {}
     for call in await store.tool_calls(session_id=sid, limit=None):
         calls.setdefault(call.run_id, []).append(call)
+    notes: dict[int, list[Annotation]] = {}
+    for note in await store.annotations(session_id=sid, limit=None):
+        notes.setdefault(note.run_id, []).append(note)
     spans = [
         otlp_span
         for run in runs
-        for otlp_span in _run_spans(run, by_run.get(run.id, []), calls.get(run.id, []))
+        for otlp_span in _run_spans(
+            run, by_run.get(run.id, []), calls.get(run.id, []), notes.get(run.id, [])
+        )
     ]
 
     return {
@@ -294,7 +332,7 @@ async def send(
 def _readable_spans(request: Mapping[str, Any]) -> list[Any]:
     """The spans of an OTLP/JSON request as the OpenTelemetry SDK's ``ReadableSpan``."""
     from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -330,6 +368,14 @@ def _readable_spans(request: Mapping[str, Any]) -> list[Any]:
                         else Status(StatusCode.UNSET),
                         start_time=int(span["startTimeUnixNano"]),
                         end_time=int(span["endTimeUnixNano"]),
+                        events=[
+                            Event(
+                                event["name"],
+                                plain(event["attributes"]),
+                                int(event["timeUnixNano"]),
+                            )
+                            for event in span.get("events", [])
+                        ],
                         instrumentation_scope=scope,
                     )
                 )
