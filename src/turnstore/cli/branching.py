@@ -1,5 +1,5 @@
-"""``branches``: where each branch forks, how, its handle and name; naming one and switching
-to one by name, as AdvancedSQLiteSession's named branches."""
+"""``branches``: where each branch forks, how, its handle, name and counts; naming one,
+switching to one by name and deleting one, as AdvancedSQLiteSession's named branches."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import typer
 from rich.text import Text
 
 from ..domain.model import Branch
+from ..domain.turns import RunRef, parse_run
 from ..errors import InvalidOperationError, SessionNotFoundError
 from .app import command
 from .database import open_store, run_command
@@ -51,13 +52,13 @@ def branches(
         ),
     ] = None,
     run: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--run",
             metavar="RUN",
             show_default=False,
             help="With --name or --unname: a run of the branch (its start, its newest run, or "
-            "one between).",
+            "one between): a run id, or turn:N / turn:N@BRANCH.",
         ),
     ] = None,
     unname: Annotated[
@@ -72,6 +73,20 @@ def branches(
             help="Move the head to the newest run of the branch called NAME.",
         ),
     ] = None,
+    delete: Annotated[
+        str | None,
+        typer.Option(
+            "--delete",
+            metavar="BRANCH",
+            show_default=False,
+            help="Delete the branch called BRANCH (or the runs below a run id, turn:N): what "
+            "no other branch reaches.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="With --delete: delete the active branch too.", metavar=""),
+    ] = False,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -81,11 +96,17 @@ def branches(
 ) -> None:
     """List a session's branches, oldest first: name, the run each starts at (its stable
     handle) and forks from, edit or regenerate, its newest run and last user message; name,
-    unname or switch to one."""
+    unname, switch to or delete one."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
-    actions = sum((name is not None, unname, switch is not None))
+    actions = sum((name is not None, unname, switch is not None, delete is not None))
     if actions > 1:
-        raise fail("--name, --unname and --switch are separate changes: give one", 2)
+        raise fail("--name, --unname, --switch and --delete are separate changes: give one", 2)
+    if force and delete is None:
+        raise fail("--force goes with --delete", 2)
+    chosen: RunRef | None = None if run is None else parse_run(run)
+    doomed: RunRef | str | None = delete
+    if delete is not None and (delete.isdigit() or delete.startswith("turn:")):
+        doomed = parse_run(delete)  # a run id or a turn; anything else names a branch
     if run is not None and not (name is not None or unname):
         raise fail("--run says which branch --name or --unname changes: give one of them", 2)
     if unname and run is None:
@@ -98,8 +119,10 @@ def branches(
                 raise SessionNotFoundError(f"no session {session!r}")
             if switch is not None:
                 await store.switch_to_branch(session, switch)
+            elif doomed is not None:
+                await store.delete_branch(session, doomed, force=force)
             elif name is not None or unname:
-                target = run if run is not None else info.head_run_id
+                target = chosen if chosen is not None else info.head_run_id
                 if target is None:
                     raise InvalidOperationError(
                         f"session {session!r} has no head run: name a branch with --run RUN"
@@ -125,6 +148,8 @@ def branches(
             ("made by", "left"),
             ("newest run", "right"),
             ("runs", "right"),
+            ("messages", "right"),
+            ("user turns", "right"),
             ("last user message", "left"),
         ],
     )
@@ -137,6 +162,8 @@ def branches(
             branch.origin or "",
             str(branch.leaf_run_id),
             f"{branch.depth + 1:,}",
+            f"{branch.message_count:,}",
+            f"{branch.user_turns:,}",
             Text(one_line(branch.last_user_message, 60)),
         )
     make_console().print(table if found else "No branches.")

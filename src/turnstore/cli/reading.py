@@ -19,6 +19,7 @@ from ..domain.model import (
     SessionInfo,
     ToolCall,
 )
+from ..domain.turns import turn_number
 from ..domain.units import duration_text
 from ..errors import SessionNotFoundError
 from .annotating import annotation_text
@@ -76,7 +77,7 @@ def _call_text(call: ToolCall, width: int | None) -> Text:
 def _run_label(run: Run, *, active: bool, head: bool) -> Text:
     text = Text("● " if active else "○ ", style="green" if active else "dim")
     text.append(f"run {run.id}", style="bold")
-    details = [timestamp(run.created_at)]
+    details = [f"turn {turn_number(run.depth)}", timestamp(run.created_at)]
     if run.agent_name:
         details.append(run.agent_name)
     if run.model:
@@ -356,6 +357,7 @@ def runs(
             f"runs of {safe_text(session)}",
             [
                 ("id", "right"),
+                ("turn", "right"),
                 ("parent", "right"),
                 ("user", "left"),
                 ("assistant", "left"),
@@ -367,6 +369,7 @@ def runs(
         for run in listed:
             table.add_row(
                 str(run.id),
+                str(turn_number(run.depth)),
                 "" if run.parent_id is None else str(run.parent_id),
                 Text(one_line(run.user_message, 60)),
                 Text(one_line(run.assistant_message, 60)),
