@@ -271,3 +271,14 @@ async def test_the_goals_benchmark_runs_at_a_small_size(
     assert labels == [goal.label for goal in bench_goals.sqlite_goals([40, 80])]
     assert all(len(goal["wall"]) == 2 for goal in report["goals"])
     assert "SQLite write turn vs the floor @80" in report["table"]
+
+
+@pytest.mark.e2e
+async def test_the_cost_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_cost
+
+    out = tmp_path / "cost.json"
+    args = ["--runs", "200", "--repeats", "1", "--no-postgres", "--dir", str(tmp_path)]
+    assert await bench_cost.main([*args, "--json", str(out)]) == 0
+    cases = {row["case"] for row in json.loads(out.read_text())["results"]}
+    assert cases == {f"SQLite: usage by {group}" for group in bench_cost.GROUPS}

@@ -30,7 +30,7 @@ from ..domain.model import (
     ToolStats,
     UsageRow,
 )
-from ..domain.prices import Prices
+from ..domain.prices import Price, Prices, cost_at
 from ..domain.units import kept_ms
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from . import catalogue_sql as C
@@ -440,10 +440,14 @@ def _priced(
     """Each group's cost (None if any of its tokens are unpriced) and its unpriced models."""
     totals: dict[str | None, float] = {}
     unpriced: dict[str | None, set[str | None]] = {}
+    # Many parts (a run each, grouped by run) share a few models and days: each looked up once.
+    found: dict[tuple[str | None, str], Price | None] = {}
     for part in parts:
         key = _key(part.key)
-        day = date.fromisoformat(str(part.day))
-        cost = prices.cost(part.model, day, usage_from_row(part))
+        where = (part.model, str(part.day))
+        if where not in found:
+            found[where] = prices.price(part.model, date.fromisoformat(where[1]))
+        cost = cost_at(usage_from_row(part), found[where])
         totals.setdefault(key, 0.0)
         if cost is None:
             unpriced.setdefault(key, set()).add(part.model)

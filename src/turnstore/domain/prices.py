@@ -37,7 +37,7 @@ from ..errors import ArgumentTypeError, InvalidOperationError
 from . import validate
 from .model import Usage
 
-__all__ = ["Price", "Prices", "cost_of", "cost_text", "unknown_cost_reason"]
+__all__ = ["Price", "Prices", "cost_at", "cost_of", "cost_text", "unknown_cost_reason"]
 
 _FIELDS = ("model", "input", "cached_input", "output", "reasoning", "valid_from", "valid_until")
 # A dated snapshot (gpt-4o-2024-08-06) is priced as its model where not priced itself.
@@ -81,6 +81,14 @@ def cost_of(usage: Usage, price: Price) -> float:
         + reasoning * price.reasoning
     )
     return millionths / 1_000_000
+
+
+def cost_at(usage: Usage, price: Price | None) -> float | None:
+    """What ``usage`` costs at ``price`` in USD: 0 for no tokens, None (unknown) for tokens
+    with no price."""
+    if not (usage.input_tokens or usage.output_tokens):
+        return 0.0
+    return None if price is None else cost_of(usage, price)
 
 
 def cost_text(usd: float) -> str:
@@ -192,10 +200,7 @@ class Prices:
     def cost(self, model: str | None, day: date, usage: Usage) -> float | None:
         """What ``usage`` of ``model`` on ``day`` costs in USD; 0 for no tokens, None for
         tokens of a model with no price."""
-        if not (usage.input_tokens or usage.output_tokens):
-            return 0.0
-        price = self.price(model, day)
-        return None if price is None else cost_of(usage, price)
+        return cost_at(usage, self.price(model, day))
 
     def __repr__(self) -> str:
         return f"Prices({len(self.entries)} entries, as_of={self.as_of!r})"
