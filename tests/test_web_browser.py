@@ -70,6 +70,7 @@ def test_browse_switch_branch_and_expand_a_call(
     osaka = page.locator(f"#run-{ids.osaka_run}")
     assert "I have no weather data for Osaka." in osaka.inner_text()
     assert osaka.locator(".fork .pos").inner_text() == "2/2"
+    assert osaka.locator(".turn-number").inner_text() == "turn 2"  # its place on the branch
     assert page.get_by_text("Tokyo is 22°C").count() == 0
 
     # Flip to the other version at the fork: its messages, and the turn after it.
@@ -77,6 +78,11 @@ def test_browse_switch_branch_and_expand_a_call(
     page.wait_for_url(re.compile(rf"run={ids.tokyo_run}#run-{ids.tokyo_run}$"))
     tokyo = page.locator(f"#run-{ids.tokyo_run}")
     assert tokyo.locator(".fork .pos").inner_text() == "1/2"
+    assert [turn.inner_text() for turn in page.locator(".run .turn-number").all()] == [
+        "turn 1",
+        "turn 2",
+        "turn 3",
+    ]
     assert tokyo.get_by_text("Tokyo is 22°C, which is 71.6°F.").is_visible()
     assert page.get_by_text("Refund for order 1234 is on its way.").is_visible()
     assert page.locator(".runs").get_by_text("Osaka").count() == 0
