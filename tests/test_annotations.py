@@ -236,3 +236,41 @@ def test_any_input_is_stored_exactly_or_refused_with_nothing_stored(
         assert await store.annotations(run_id=runs[0].id, limit=1) == [note]
 
     loop.run_until_complete(example())
+
+
+async def test_the_catalogue_keeps_sessions_with_feedback(store: Store) -> None:
+    """``Store.sessions(annotation=..., annotation_min/max=...)``: the sessions with any
+    thumbs-down, any thumbs-up, any annotation of a name; on every page and in the count."""
+    runs = {}
+    for sid in ("down", "up", "both", "label", "none"):
+        runs[sid] = await converse(StructuredSession(sid, store), "q1", "q2")
+    await store.annotate(runs["down"][0], "thumbs", value=0)
+    await store.annotate(runs["up"][1], "thumbs", value=1)
+    await store.annotate(runs["both"][0], "thumbs", value=1)
+    await store.annotate(runs["both"][1], "thumbs", value=0)
+    await store.annotate(runs["label"][1], "label", label="hallucinated")
+    await store.annotate(runs["label"][0], "correctness", value=0.5)
+
+    async def kept(**filters: Any) -> set[str]:
+        ids = [info.session_id async for info in store.iter_sessions(page_size=1, **filters)]
+        assert len(ids) == len(set(ids))
+        assert await store.count_sessions(**filters) == len(ids)
+        assert {i.session_id for i in await store.sessions(order_by="runs", **filters)} == set(ids)
+        return set(ids)
+
+    assert await kept(annotation="thumbs", annotation_max=0) == {"down", "both"}
+    assert await kept(annotation="thumbs", annotation_min=1) == {"up", "both"}
+    assert await kept(annotation="label") == {"label"}
+    assert await kept(annotation_max=0.5) == {"down", "both", "label"}  # any name
+    assert await kept(annotation="thumbs", annotation_min=2) == set()
+    assert await kept(annotation="thumbs", user_id="nobody") == set()
+    assert len(await kept()) == 5
+    for bad in (
+        {"annotation": "a\x00b"},
+        {"annotation": "\ud800"},
+        {"annotation_min": math.nan},
+        {"annotation_max": "0"},
+        {"annotation_max": True},
+    ):
+        with pytest.raises(InvalidOperationError):
+            await store.sessions(**bad)

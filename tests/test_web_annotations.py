@@ -151,3 +151,40 @@ def test_forms_that_are_not_utf8_or_too_large_change_nothing(viewer: Viewer) -> 
     huge = (head + "x" * (1 << 20)).encode()
     assert _post(viewer, "/annotate/s%2F1", huge)[0] == 413
     assert asyncio.run(snapshot(viewer.store)) == before
+
+
+def _listed(viewer: Viewer, url: str) -> list[str]:
+    """The session ids a sessions page lists, every page followed."""
+    ids: list[str] = []
+    while url:
+        page = viewer.client.get(url)
+        assert page.status_code == 200, page.text
+        ids += re.findall(r'<span class="sid">([^<]*)</span>', page.text)
+        older = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        url = older.group(1).replace("&amp;", "&") if older else ""
+        if older:
+            assert "feedback=" in url or "annotated=" in url  # kept on every page
+    return ids
+
+
+def test_the_sessions_list_filters_by_feedback(open_store: Callable[[], Store]) -> None:
+    store = open_store()
+
+    async def fill() -> None:
+        for n in range(5):
+            await store.add_items(f"s{n}", [user(f"q{n}"), assistant(f"a{n}")])
+        for n, value in ((0, 0), (1, 1), (2, 0), (3, 1)):
+            run = (await store.runs(f"s{n}"))[0].id
+            await store.annotate(run, "thumbs", value=value)
+        await store.annotate((await store.runs("s4"))[0].id, "label", label="hallucinated")
+
+    asyncio.run(fill())
+    viewer = Viewer(store, TestClient(create_app(store, page_size=1), base_url=BASE), "", [], 0)
+    assert _listed(viewer, "/sessions?feedback=negative") == ["s2", "s0"]
+    assert sorted(_listed(viewer, "/sessions?feedback=positive")) == ["s1", "s3"]
+    assert _listed(viewer, "/sessions?annotated=label") == ["s4"]
+    assert _listed(viewer, "/sessions?annotated=nothing") == []
+    sorted_page = viewer.client.get("/sessions?feedback=negative&sort=runs").text
+    assert "feedback=negative&amp;sort=tokens" in sorted_page  # the sort links keep it
+    for bad in ("feedback=bad", "feedback=negative&annotated=label", "annotated=%00"):
+        assert viewer.client.get(f"/sessions?{bad}").status_code == 400, bad

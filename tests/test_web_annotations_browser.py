@@ -113,6 +113,40 @@ def test_thumbs_down_a_label_and_a_note_then_delete_one(
     assert watch.errors == [], watch.errors
 
 
+def test_filter_the_sessions_list_by_negative_feedback(
+    page: Any, forked: tuple[str, str, Forked]
+) -> None:
+    base, db, session = forked
+    watch = Watch(page)
+    page.goto(_session(base, session.session_id))
+    _submit(page, page.get_by_role("button", name=f"Thumbs down for run {session.edited_leaf}"))
+
+    async def expected() -> tuple[list[str], list[str]]:
+        async with Store.open(db) as store:
+            down = [
+                i.session_id
+                async for i in store.iter_sessions(annotation="thumbs", annotation_max=0)
+            ]
+            return down, [i.session_id async for i in store.iter_sessions()]
+
+    down, every = run_in_new_loop(expected)
+    assert session.session_id in down
+    assert len(down) < len(every)  # the filter leaves some out: "long" has no feedback
+    page.goto(base + "/sessions")
+    page.get_by_role("combobox", name="feedback").select_option(label="▼ a thumbs down")
+    _submit(page, page.get_by_role("button", name="Filter"))
+    assert "feedback=negative" in page.url
+    listed = page.locator("table.sessions .sid").all_inner_texts()
+    assert listed == down  # newest first, each with a thumbs down
+    # Kept in the URL: a sort link keeps it, and so does the form.
+    page.get_by_role("link", name="Runs").click()
+    page.wait_for_url(lambda url: "sort=runs" in url)
+    assert "feedback=negative" in page.url
+    assert sorted(page.locator("table.sessions .sid").all_inner_texts()) == sorted(down)
+    assert page.get_by_role("combobox", name="feedback").input_value() == "negative"
+    assert watch.errors == [], watch.errors
+
+
 HUGE_NOTE = "all work and no play " * 4_000  # 84,000 characters: over MAX_COMMENT
 
 

@@ -100,6 +100,10 @@ class SessionFilter:
     model: str | None = None  # a run answered by this model
     run_status: str | None = None  # a run in this status (model.RunStatus)
     failed_tool_calls: bool = False  # a tool call that failed (toolcalls.call_failed)
+    annotated: bool = False  # an annotation of a run, of ``annotation`` and the value range
+    annotation: str | None = None  # of this name
+    annotation_min: float | None = None  # a value at least this
+    annotation_max: float | None = None  # a value at most this
 
     def params(self) -> dict[str, Any]:
         """The statement's parameters (user_id, unused unless the statement is by user)."""
@@ -115,6 +119,10 @@ class SessionFilter:
             "model": self.model,
             "run_status": self.run_status,
             "failed_calls": True if self.failed_tool_calls else None,
+            "annotated": True if self.annotated else None,
+            "annotation": self.annotation,
+            "annotation_min": self.annotation_min,
+            "annotation_max": self.annotation_max,
         }
 
 

@@ -291,7 +291,12 @@ _SESSION_FILTERS = f"""
       AND (:run_status::text IS NULL OR EXISTS (SELECT 1 FROM runs r
            WHERE r.session_id = sessions.session_id AND r.status = :run_status))
       AND (:failed_calls::boolean IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
-           WHERE t.session_id = sessions.session_id AND {_FAILED}))"""
+           WHERE t.session_id = sessions.session_id AND {_FAILED}))
+      AND (:annotated::boolean IS NULL OR EXISTS (SELECT 1 FROM annotations a
+           WHERE a.session_id = sessions.session_id
+             AND (:annotation::text IS NULL OR a.name = :annotation)
+             AND (:annotation_min::double precision IS NULL OR a.value >= :annotation_min)
+             AND (:annotation_max::double precision IS NULL OR a.value <= :annotation_max)))"""
 # What a session's runs and tool calls add up to, for the orders by a number: each table
 # grouped once (a hash aggregate), joined on session_id.
 _RUN_TOTALS = """

@@ -296,7 +296,12 @@ _SESSION_FILTERS = f"""
       AND (:run_status IS NULL OR EXISTS (SELECT 1 FROM runs r
            WHERE r.session_id = sessions.session_id AND r.status = :run_status))
       AND (:failed_calls IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
-           WHERE t.session_id = sessions.session_id AND {_FAILED}))"""
+           WHERE t.session_id = sessions.session_id AND {_FAILED}))
+      AND (:annotated IS NULL OR EXISTS (SELECT 1 FROM annotations a
+           WHERE a.session_id = sessions.session_id
+             AND (:annotation IS NULL OR a.name = :annotation)
+             AND (:annotation_min IS NULL OR a.value >= :annotation_min)
+             AND (:annotation_max IS NULL OR a.value <= :annotation_max)))"""
 # What a session's runs and tool calls add up to, for the orders by a number: each table
 # grouped once, joined on session_id.
 _RUN_TOTALS = """

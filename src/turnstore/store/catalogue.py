@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core import queries, reads
+from ..core.annotation_checks import annotation_value
 from ..core.catalogue import update_session
 from ..core.ops import Op
 from ..core.queries import SessionOrder
@@ -68,6 +69,9 @@ class CatalogueMixin(StoreBase):
         model: str | None = None,
         run_status: RunStatus | None = None,
         failed_tool_calls: bool = False,
+        annotation: str | None = None,
+        annotation_min: float | None = None,
+        annotation_max: float | None = None,
         order_by: SessionOrder = "created_at",
         limit: int = 50,
         after: PageCursor = FIRST_PAGE,
@@ -79,8 +83,10 @@ class CatalogueMixin(StoreBase):
         datetimes are UTC); ``title`` a part of the title, in any case (ASCII letters only on
         SQLite); ``agent_name``, ``model`` and ``run_status`` sessions with a run (on any
         branch) answered by that agent or model, or in that status; ``failed_tool_calls``
-        sessions with a tool call that failed (``ToolCall.failed``). ``count_sessions``
-        counts what they keep.
+        sessions with a tool call that failed (``ToolCall.failed``); ``annotation``,
+        ``annotation_min`` and ``annotation_max`` sessions with a run annotated with that name
+        and a value in that range (inclusive): ``annotation="thumbs", annotation_max=0`` the
+        sessions with any thumbs-down. ``count_sessions`` counts what they keep.
 
         ``order_by``: ``"created_at"`` (the default) or ``"updated_at"``, newest first; or a
         number the session's runs (on every branch) or tool calls add up to, largest first:
@@ -116,6 +122,9 @@ class CatalogueMixin(StoreBase):
             model=model,
             run_status=run_status,
             failed_tool_calls=failed_tool_calls,
+            annotation=annotation,
+            annotation_min=annotation_min,
+            annotation_max=annotation_max,
         )
         return await self.backend.run(
             lambda: queries.list_sessions(where, order_by=order_by, limit=size, after=cursor),
@@ -143,6 +152,9 @@ class CatalogueMixin(StoreBase):
         model: Any = None,
         run_status: Any = None,
         failed_tool_calls: Any = False,
+        annotation: Any = None,
+        annotation_min: Any = None,
+        annotation_max: Any = None,
     ) -> queries.SessionFilter:
         """The filters of ``sessions``, checked, with their times bound."""
         times = {
@@ -164,6 +176,10 @@ class CatalogueMixin(StoreBase):
             if run_status is None
             else validate.choice(run_status, "run_status", RUN_STATUSES),
             failed_tool_calls=validate.flag(failed_tool_calls, "failed_tool_calls"),
+            annotated=(annotation, annotation_min, annotation_max) != (None, None, None),
+            annotation=validate.optional_text(annotation, "annotation"),
+            annotation_min=annotation_value(annotation_min, "annotation_min"),
+            annotation_max=annotation_value(annotation_max, "annotation_max"),
             **times,
         )
 

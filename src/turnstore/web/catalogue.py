@@ -42,7 +42,25 @@ SORTS: dict[str, SessionOrder] = {
     "failed": "failures",
 }
 # The sessions list's filters, as the page's query names them.
-FILTERS = ("user", "title", "agent", "model", "status", "failed", "meta", "since", "until")
+FILTERS = (
+    "user",
+    "title",
+    "agent",
+    "model",
+    "status",
+    "failed",
+    "meta",
+    "since",
+    "until",
+    "feedback",
+    "annotated",
+)
+
+# The sessions page's feedback filter (``feedback=``): the thumbs (1 up, 0 down) of any run.
+FEEDBACK: dict[str, dict[str, Any]] = {
+    "negative": {"annotation": "thumbs", "annotation_max": 0},
+    "positive": {"annotation": "thumbs", "annotation_min": 1},
+}
 
 
 class Listed(NamedTuple):
@@ -155,7 +173,22 @@ def _session_filters(params: Params) -> dict[str, Any]:
         "metadata": metadata_pairs([meta] if meta else [], "meta"),
         "updated_after": params.day("since"),
         "created_before": params.day("until", end=True),
+        **_feedback_filter(params.text("feedback"), params.text("annotated")),
     }
+
+
+def _feedback_filter(feedback: str | None, annotated: str | None) -> dict[str, Any]:
+    """``Store.sessions``' annotation filters for the page's ``feedback`` (negative: any
+    thumbs-down, positive: any thumbs-up) or ``annotated`` (a run annotated with that name)."""
+    if feedback is not None and annotated is not None:
+        raise HTTPException(400, "filter by feedback or by an annotation's name, not both")
+    if annotated is not None:
+        return {"annotation": annotated}
+    if feedback is None:
+        return {}
+    if feedback not in FEEDBACK:
+        raise HTTPException(400, f"feedback is one of {', '.join(FEEDBACK)}")
+    return FEEDBACK[feedback]
 
 
 def _range(params: Params) -> tuple[datetime | None, datetime | None]:
