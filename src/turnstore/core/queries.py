@@ -442,6 +442,15 @@ def _key(value: Any) -> str | None:
     return value if value is None or isinstance(value, str) else str(value)
 
 
+def _day(text: str) -> date | None:
+    """A stored time's UTC day; None for a time another writer stored unreadably (its tokens'
+    price is then unknown, as the viewer and CLI show such rows rather than fail)."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def _priced(
     parts: list[R.UsageCostRow], prices: Prices
 ) -> dict[str | None, tuple[float | None, tuple[str | None, ...]]]:
@@ -454,7 +463,7 @@ def _priced(
         key = _key(part.key)
         where = (part.model, str(part.day))
         if where not in found:
-            found[where] = prices.price(part.model, date.fromisoformat(where[1]))
+            found[where] = prices.price(part.model, day) if (day := _day(where[1])) else None
         cost = cost_at(usage_from_row(part), found[where])
         totals.setdefault(key, 0.0)
         if cost is None:
