@@ -211,6 +211,17 @@ def test_the_query_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     assert figures  # every figure was measured and written, whatever its verdict
 
 
+def test_the_catalogue_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_catalogue
+
+    out = tmp_path / "catalogue.json"
+    args = ["--sessions", "300", "--repeats", "1", "--dir", str(tmp_path), "--json", str(out)]
+    bench_catalogue.main(args)
+    figures = json.loads(out.read_text())
+    measured = {row["case"] for row in figures["results"]}
+    assert measured == {case for case, _, _ in bench_catalogue.CASES}
+
+
 @pytest.mark.e2e
 async def test_the_delete_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     import bench_deletes

@@ -381,4 +381,15 @@ MIGRATIONS: list[list[str]] = [
         USING gin ({ERROR_VECTOR.format(t="")})
         WHERE {SEARCHED_ERROR.format(t="")}""",
     ],
+    # 15: the sessions list sorted and filtered across the store (queries.list_sessions;
+    # as sqlite/ step 16). What each session's runs add up to (tokens, failed runs) and hold
+    # (agents, models) is read from one covering index, not from the runs' wide rows; its
+    # failed tool calls (toolcalls.failed_sql as it reads today) from a partial index.
+    [
+        """CREATE INDEX runs_session_totals
+        ON runs (session_id, total_tokens, status, agent_name, model)""",
+        """CREATE INDEX tool_calls_session_failed ON tool_calls (session_id)
+        WHERE (status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
+               OR error IS NOT NULL)""",
+    ],
 ]

@@ -276,6 +276,8 @@ _OWN: dict[Statement, str] = {
 # JSON (SQL by hand) matches no filter, rather than failing the listing. A filter on what the
 # runs or tool calls hold probes the session's rows by their session_id indexes.
 _FAILED = failed_sql()  # the one rule: toolcalls.call_failed
+# A session's runs, through the covering index of what the list reads of them (migration 16).
+_RUNS_OF = "FROM runs r INDEXED BY runs_session_totals WHERE r.session_id = sessions.session_id"
 _SESSION_FILTERS = f"""
       (:created_after IS NULL OR created_at > :created_after)
       AND (:created_before IS NULL OR created_at < :created_before)
@@ -289,12 +291,9 @@ _SESSION_FILTERS = f"""
               AND (m.type = f.type
                    OR (m.type IN ('integer', 'real') AND f.type IN ('integer', 'real'))))))
       AND (:title IS NULL OR instr(lower(title), lower(:title)) > 0)
-      AND (:agent IS NULL OR EXISTS (SELECT 1 FROM runs r
-           WHERE r.session_id = sessions.session_id AND r.agent_name = :agent))
-      AND (:model IS NULL OR EXISTS (SELECT 1 FROM runs r
-           WHERE r.session_id = sessions.session_id AND r.model = :model))
-      AND (:run_status IS NULL OR EXISTS (SELECT 1 FROM runs r
-           WHERE r.session_id = sessions.session_id AND r.status = :run_status))
+      AND (:agent IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.agent_name = :agent))
+      AND (:model IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.model = :model))
+      AND (:run_status IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.status = :run_status))
       AND (:failed_calls IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
            WHERE t.session_id = sessions.session_id AND {_FAILED}))
       AND (:annotated IS NULL OR EXISTS (SELECT 1 FROM annotations a
@@ -302,35 +301,36 @@ _SESSION_FILTERS = f"""
              AND (:annotation IS NULL OR a.name = :annotation)
              AND (:annotation_min IS NULL OR a.value >= :annotation_min)
              AND (:annotation_max IS NULL OR a.value <= :annotation_max)))"""
-# What a session's runs and tool calls add up to, for the orders by a number: each table
-# grouped once, joined on session_id.
-_RUN_TOTALS = """
-    LEFT JOIN (SELECT r.session_id, count(*) AS runs, sum(total_tokens) AS tokens,
-                      sum(status = 'failed') AS failed_runs
-               FROM runs r GROUP BY r.session_id) a ON a.session_id = sessions.session_id"""
-_CALL_TOTALS = f"""
-    LEFT JOIN (SELECT t.session_id, count(*) AS calls, sum({_FAILED}) AS failed_calls
-               FROM tool_calls t GROUP BY t.session_id) c ON c.session_id = sessions.session_id"""
-# Each order: (the sort key, what it joins, the first page's bound).
-_SESSION_ORDERS = {
-    "created_at": ("created_at", "", "'~'"),
-    "updated_at": ("updated_at", "", "'~'"),
-    "runs": ("coalesce(a.runs, 0)", _RUN_TOTALS, "9223372036854775807"),
-    "tokens": ("coalesce(a.tokens, 0)", _RUN_TOTALS, "9223372036854775807"),
-    "tool_calls": ("coalesce(c.calls, 0)", _CALL_TOTALS, "9223372036854775807"),
-    "failures": (
-        "coalesce(a.failed_runs, 0) + coalesce(c.failed_calls, 0)",
-        _RUN_TOTALS + _CALL_TOTALS,
-        "9223372036854775807",
-    ),
+# What a session's runs and tool calls add up to, for the orders by a number: probes of the
+# session's entries in the covering runs_session_totals and the tool-call indexes (the runs'
+# wide rows stay unread; migration 16), computed once per kept session (the MATERIALIZED
+# list), which SQLite does faster than grouping whole tables and joining them back.
+_CALLS_OF = "FROM tool_calls t WHERE t.session_id = sessions.session_id"
+# The sort key of each order by a number.
+_SESSION_NUMBERS = {
+    "runs": f"(SELECT count(*) {_RUNS_OF})",
+    "tokens": f"(SELECT coalesce(sum(r.total_tokens), 0) {_RUNS_OF})",
+    "tool_calls": f"(SELECT count(*) {_CALLS_OF})",
+    "failures": f"(SELECT count(*) {_RUNS_OF} AND r.status = 'failed')"
+    f" + (SELECT count(*) {_CALLS_OF} AND {_FAILED})",
 }
-_SESSIONS = f"""
-    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions {{join}}
-    WHERE {{user}} ({{key}}, sessions.session_id)
-          < (coalesce(:cursor_key, {{first}}), coalesce(:cursor_sid, ''))
+# By a time: read through that time's index, newest first, from the cursor on.
+_SESSIONS_BY_TIME = f"""
+    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions
+    WHERE {{user}} ({{key}}, session_id) < (coalesce(:cursor_key, '~'), coalesce(:cursor_sid, ''))
       AND {_SESSION_FILTERS}
-    ORDER BY {{key}} DESC, sessions.session_id DESC LIMIT :limit"""
+    ORDER BY {{key}} DESC, session_id DESC LIMIT :limit"""
+# By a number: every kept session's number, then the largest after the cursor.
+_SESSIONS_BY_NUMBER = f"""
+    WITH listed AS MATERIALIZED (
+        SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions
+        WHERE {{user}} {_SESSION_FILTERS})
+    SELECT * FROM listed
+    WHERE (sort_key, session_id)
+          < (coalesce(:cursor_key, 9223372036854775807), coalesce(:cursor_sid, ''))
+    ORDER BY sort_key DESC, session_id DESC LIMIT :limit"""
 _COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
+_USER = "user_id = :user_id AND"
 
 SYNTAX = Syntax(
     casts=False,
@@ -408,16 +408,15 @@ _SEARCHES = {
 
 _QUERIES: dict[Statement, str] = {
     **{
-        statement: _SESSIONS.format(
-            key=_SESSION_ORDERS[order][0],
-            join=_SESSION_ORDERS[order][1],
-            first=_SESSION_ORDERS[order][2],
-            user="user_id = :user_id AND" if user else "",
+        statement: (
+            _SESSIONS_BY_NUMBER.format(key=_SESSION_NUMBERS[order], user=_USER if user else "")
+            if order in _SESSION_NUMBERS
+            else _SESSIONS_BY_TIME.format(key=order, user=_USER if user else "")
         )
         for (order, user), statement in C.SESSION_PAGES.items()
     },
     C.COUNT_SESSIONS: _COUNT_SESSIONS.format(user=""),
-    C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user="user_id = :user_id AND"),
+    C.COUNT_SESSIONS_USER: _COUNT_SESSIONS.format(user=_USER),
     **_SEARCHES,
 }
 
