@@ -239,6 +239,20 @@ async def test_the_delete_benchmark_runs_at_a_small_size(tmp_path: Path) -> None
     }
 
 
+async def test_the_dataset_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
+    import bench_dataset
+
+    out = tmp_path / "dataset.json"
+    args = ["--sessions", "3", "--runs", "4", "--repeats", "1", "--no-postgres"]
+    assert await bench_dataset.main([*args, "--dir", str(tmp_path), "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert {(row["case"], row["contender"]) for row in figures["results"]} == {
+        ("SQLite: 12 runs", "Store.dataset"),
+        ("SQLite: 12 runs", "plain SQL"),
+    }
+    assert [line.split(":")[0] for line in figures["summary"]] == ["SQLite", "SQLite"]
+
+
 async def test_the_diff_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
     import bench_diff
 
