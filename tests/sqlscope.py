@@ -57,7 +57,11 @@ CROSS_SESSION = {
     },
     **{
         f"usage_by_{key}": f"token usage per {key}, across sessions (analytics)"
-        for key in ("session", "user", "day", "model", "agent")
+        for key in ("session", "user", "day", "model", "agent", "run")
+    },
+    **{
+        f"usage_cost_by_{key}": f"tokens to price per {key}, by model and day, across sessions"
+        for key in ("session", "user", "day", "model", "agent", "run")
     },
     "session_of_annotation": "the session of an annotation by id alone (update, delete)",
     "annotations_by_name": "annotations of one name across sessions (analytics)",
@@ -69,6 +73,9 @@ CROSS_SESSION = {
     "dataset_runs": "the runs a dataset selects, across sessions (Store.dataset)",
     "search": "full-text search across sessions, one optionally",
     "search_recent": "full-text search across sessions, one optionally",
+    "search_errors": "full-text search of tool calls' errors across sessions, one optionally",
+    "search_errors_recent": "full-text search of tool calls' errors, newest first",
+    "count_matches": "how many items and tool errors a search matches, up to a bound",
 }
 
 # How the library's statements name their session (rendered for psycopg); and any one value,
