@@ -66,9 +66,10 @@ def test_sessions_show_and_sort_their_numbers(db: str) -> None:
     with client(db) as viewer:
         page = viewer.get("/sessions").text
         by_id = {row[0]: row for row in rows(page)}  # title (first user message) first
-        assert by_id["q0"][2:6] == ["12", "1", "0", ""]  # runs, branches, tokens, failed
+        # runs, branches, tokens, tool calls, failed (blank: none)
+        assert by_id["q0"][2:7] == ["12", "1", "0", "0", ""]
         assert by_id["first"][2:4] == ["2", "2"]
-        assert by_id["x"][5] == "1"
+        assert by_id["x"][6] == "1"
         by_runs = [row[2] for row in rows(viewer.get("/sessions?sort=runs").text)]
         assert by_runs == ["12", "2", "1"]
         failed = [row[0] for row in rows(viewer.get("/sessions?sort=failed").text)]
