@@ -785,3 +785,16 @@ def test_a_narrow_table_keeps_every_id_whole(
     runs = cli("runs", long_id, "--db", cli_target, "--json")
     [run_id] = [run["id"] for run in json.loads(runs.stdout)]
     assert f" {run_id} " in cli("runs", long_id, "--db", cli_target).stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["annotations"], ["usage"], ["sessions"], ["search", "weather"], ["dataset", "-o", "-"]],
+)
+def test_a_bad_time_option_is_one_line_in_every_command(demo_db: str, command: list[str]) -> None:
+    # Parsed before or inside the command's coroutine, it is the same one line, no traceback.
+    result = cli(*command, "--since", "yesterday", "--db", demo_db, code=1)
+    assert result.stderr.strip().splitlines() == [
+        "error: --since takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00) or a "
+        "duration back from now (7d, 12h, 30m), not 'yesterday'"
+    ]

@@ -140,9 +140,11 @@ def parse_time(value: str | None, option: str) -> datetime | None:
             datetime.now(timezone.utc) - span if span is not None else datetime.fromisoformat(value)
         )
     except ValueError:
-        raise InvalidOperationError(
+        # A one-line error wherever a command parses it (inside run_command or before it).
+        raise fail(
             f"{option} takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00) or a "
-            f"duration back from now (7d, 12h, 30m), not {value!r}"
+            f"duration back from now (7d, 12h, 30m), not {value!r}",
+            kind=InvalidOperationError.__name__,
         ) from None
 
 
