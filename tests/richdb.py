@@ -176,9 +176,12 @@ async def _columns(store: Store, table: str) -> list[str]:
 
 async def _tables(store: Store) -> set[str]:
     if store.backend.dialect == "sqlite":
+        # The search indexes (items_fts, tool_errors_fts) are derived: the target's own
+        # writes and triggers fill them, so a copy carries their sources, not them.
         rows = await sql(
             store,
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'items_fts%' "
+            "AND name NOT LIKE 'tool_errors_fts%' "
             "AND name NOT IN ('sqlite_sequence', 'turnstore_schema')",
         )
     else:
