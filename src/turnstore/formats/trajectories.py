@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.queries import ExportData
+from ..domain.jsonout import dumps
 from ..domain.model import Run, ToolCall
 
 __all__ = ["ATIF_VERSION", "atif", "ui_messages"]
@@ -182,7 +183,7 @@ def _last_model(runs: list[Run]) -> str | None:
 
 def _output(item: Mapping[str, Any]) -> str:
     output = item.get("output")
-    return output if isinstance(output, str) else json.dumps(output)
+    return output if isinstance(output, str) else dumps(output)
 
 
 def ui_messages(data: ExportData) -> list[dict[str, Any]]:

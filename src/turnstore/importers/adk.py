@@ -17,10 +17,10 @@ file parts (kept verbatim as content parts of the message).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..domain import validate
+from ..domain.jsonout import dumps
 from .histories import Converted, History
 
 __all__ = ["convert", "read"]
@@ -66,7 +66,7 @@ def convert(event: Any) -> Converted:
                     "type": "function_call",
                     "call_id": _get(call, "id") or "",
                     "name": _get(call, "name"),
-                    "arguments": json.dumps(_get(call, "args") or {}),
+                    "arguments": dumps(_get(call, "args") or {}),
                 }
             )
         elif response is not None:
@@ -74,7 +74,7 @@ def convert(event: Any) -> Converted:
                 {
                     "type": "function_call_output",
                     "call_id": _get(response, "id") or "",
-                    "output": json.dumps(_get(response, "response")),
+                    "output": dumps(_get(response, "response")),
                 }
             )
         elif _get(part, "thought") and isinstance(_get(part, "text"), str):

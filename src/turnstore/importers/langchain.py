@@ -14,10 +14,10 @@ and ``status``, message ``id`` and ``name``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..domain import validate
+from ..domain.jsonout import dumps
 from .histories import Converted, History, keyed_histories
 
 __all__ = ["convert", "read"]
@@ -64,7 +64,7 @@ def convert(message: Any) -> Converted:
     if kind == "system":
         return Converted([{"role": "system", "content": _content(content, "input_text")}])
     if kind == "tool":
-        output = content if isinstance(content, str) else json.dumps(content)
+        output = content if isinstance(content, str) else dumps(content)
         item = {"type": "function_call_output", "call_id": data["tool_call_id"], "output": output}
         return Converted([item])
     if kind not in ("ai", "AIMessageChunk"):
@@ -80,7 +80,7 @@ def convert(message: Any) -> Converted:
                 "type": "function_call",
                 "call_id": call.get("id") or "",
                 "name": call["name"],
-                "arguments": args if isinstance(args, str) else json.dumps(args),
+                "arguments": args if isinstance(args, str) else dumps(args),
             }
         )
     usage = data.get("usage_metadata")

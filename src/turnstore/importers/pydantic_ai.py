@@ -19,10 +19,10 @@ imports).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..domain import validate
+from ..domain.jsonout import dumps
 from .histories import Converted, History, keyed_histories
 
 __all__ = ["convert", "read"]
@@ -34,7 +34,7 @@ def read(parsed: Any, stem: str) -> list[tuple[str, History]]:
 
 
 def _json_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else dumps(value)
 
 
 def _user_content(content: Any) -> Any:
