@@ -155,7 +155,7 @@ def test_row_types_that_extend_another_keep_its_columns_first() -> None:
         id: int
 
     with pytest.raises(TypeError, match="must be ToolCallRow's columns then"):
-        tables._check_extends(Short, tables.ToolCallRow, ())
+        tables.check_extends(Short, tables.ToolCallRow, ())
     for row in (S.RunRow, R.ModelResponseRow, R.UsageSumRow):
         assert set(TOKEN_COLUMNS) <= set(row._fields), row
 

@@ -15,7 +15,7 @@ from ..domain.toolcalls import failed_sql
 from .annotation_sql import FILTERS, AnnotationRow
 from .ops import All, Statement
 from .results import RunItemRow
-from .tables import RunRow, columns
+from .tables import RunRow, check_extends, columns
 
 __all__ = ["STATEMENTS", "DatasetRunRow"]
 
@@ -45,6 +45,9 @@ class DatasetRunRow(NamedTuple):
     prior_run_id: int | None
     compacted_by: int | None
     user_id: str | None
+
+
+check_extends(DatasetRunRow, RunRow, ("user_id",))
 
 
 # Conversation runs only (a compaction run is no model turn), in (session, run) order after

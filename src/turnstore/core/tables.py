@@ -35,6 +35,7 @@ __all__ = [
     "SessionRow",
     "ToolCallRow",
     "as_datetime",
+    "check_extends",
     "columns",
     "run_from_row",
     "session_columns",
@@ -338,7 +339,7 @@ tool_call_item_values = attrgetter(*TOOL_CALL_FROM_ITEM.values())
 the write path)."""
 
 
-def _check_extends(row: type[Any], base: type[Any], extra: tuple[str, ...]) -> None:
+def check_extends(row: type[Any], base: type[Any], extra: tuple[str, ...]) -> None:
     """A row type that repeats a table's columns must repeat all of them, in order."""
     if row._fields != (*base._fields, *extra):
         raise TypeError(
@@ -346,7 +347,7 @@ def _check_extends(row: type[Any], base: type[Any], extra: tuple[str, ...]) -> N
         )
 
 
-_check_extends(
+check_extends(
     CopyToolCallRow,
     ToolCallRow,
     ("call_item_run", "call_item_position", "output_item_run", "output_item_position"),
