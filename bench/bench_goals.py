@@ -129,10 +129,13 @@ def ratios(results: Results, goal: Goal) -> tuple[float | None, float | None]:
     return out[0], out[1]
 
 
-def table(goals: Sequence[Goal], rounds: Sequence[Results]) -> tuple[str, list[dict[str, Any]]]:
-    """The printed table and its rows: min / median / max of each goal's ratio."""
+def table(
+    backends: Sequence[tuple[Sequence[Goal], Sequence[Results]]],
+) -> tuple[str, list[dict[str, Any]]]:
+    """The printed table and its rows: min / median / max of each goal's ratio, over the
+    rounds of its own backend (both benches name their contenders "turnstore" and "floor")."""
     rows, records = [], []
-    for goal in goals:
+    for goal, rounds in [(goal, rounds) for goals, rounds in backends for goal in goals]:
         pairs = [ratios(results, goal) for results in rounds]
         wall = sorted(w for w, _ in pairs if w is not None)
         cpu = [c for _, c in pairs if c is not None]
@@ -172,8 +175,9 @@ async def bench(
         if postgres is not None:
             log(f"round {index + 1}/{rounds}: PostgreSQL")
             done["postgres"].append(await postgres_round(postgres, sizes, quick))
-    goals = sqlite_goals(sizes) + (postgres_goals(sizes) if postgres else [])
-    printed, records = table(goals, done["sqlite"] + done["postgres"])
+    printed, records = table(
+        [(sqlite_goals(sizes), done["sqlite"]), (postgres_goals(sizes), done["postgres"])]
+    )
     return {"environment": environment(), "goals": records, "table": printed}
 
 

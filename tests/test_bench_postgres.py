@@ -90,3 +90,6 @@ async def test_the_goals_benchmark_runs_on_postgres(
     labels = [goal["label"] for goal in report["goals"]]
     expected = bench_goals.sqlite_goals([40]) + bench_goals.postgres_goals([40])
     assert labels == [goal.label for goal in expected]
+    # One round per backend: each ratio is of its own backend's round, never of the other's
+    # (both name their contenders "turnstore" and "floor").
+    assert all(len(goal["wall"]) == 1 for goal in report["goals"])
