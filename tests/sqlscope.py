@@ -63,12 +63,16 @@ CROSS_SESSION = {
         f"usage_cost_by_{key}": f"tokens to price per {key}, by model and day, across sessions"
         for key in ("session", "user", "day", "model", "agent", "run")
     },
+    **{
+        f"usage_annotations_by_{key}": f"one name's annotations per {key}, across sessions"
+        for key in ("session", "user", "day", "model", "agent", "run")
+    },
     "session_of_annotation": "the session of an annotation by id alone (update, delete)",
     "annotations_by_name": "annotations of one name across sessions (analytics)",
     "annotations_by_all": "annotations across sessions (analytics)",
     **{
         f"annotation_stats_by_{key}": f"annotation statistics per {key}, across sessions"
-        for key in ("agent", "model", "tool", "day", "run")
+        for key in ("agent", "model", "tool", "day", "run", "session", "user")
     },
     "dataset_runs": "the runs a dataset selects, across sessions (Store.dataset)",
     "search": "full-text search across sessions, one optionally",

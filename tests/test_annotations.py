@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import assistant, call, converse, output, snapshot, user
+from costdata import ALICE, PRICES, build
 from support import sql
 from turnstore import (
     InvalidOperationError,
@@ -274,3 +275,58 @@ async def test_the_catalogue_keeps_sessions_with_feedback(store: Store) -> None:
     ):
         with pytest.raises(InvalidOperationError):
             await store.sessions(**bad)
+
+
+async def test_statistics_per_session_and_user(store: Store) -> None:
+    await store.update_session("a", user_id="alice")
+    first = await converse(StructuredSession("a", store), "q1", "q2")
+    (other,) = await converse(StructuredSession("b", store), "q3")
+    for run, value in ((first[0], 0), (first[1], 1), (first[1], 0), (other, 1)):
+        await store.annotate(run, "thumbs", value=value)
+    by_session = await store.annotation_stats("session", name="thumbs")
+    assert [(r.key, r.count, r.runs, r.mean) for r in by_session] == [
+        ("a", 3, 2, pytest.approx(1 / 3)),
+        ("b", 1, 1, 1.0),
+    ]
+    by_user = await store.annotation_stats("user")
+    assert [(r.key, r.name, r.count) for r in by_user] == [
+        (None, "thumbs", 1),
+        ("alice", "thumbs", 3),
+    ]
+    assert await store.annotation_stats("user", session_id="b") == [by_user[0]]
+
+
+async def test_usage_carries_the_annotations_of_each_groups_runs(store: Store) -> None:
+    """Cost and the thumbs-down rate side by side: ``Store.usage(annotation=NAME)`` counts the
+    annotations of each group's runs under the run's group, with zeros where there are none."""
+    runs = await build(store)
+    await store.annotate(runs["old"], "thumbs", value=0)
+    await store.annotate(runs["may"], "thumbs", value=1)
+    await store.annotate(runs["mystery"], "thumbs", value=0, source="user")
+    await store.annotate(runs["mystery"], "thumbs", value=1)
+    await store.annotate(runs["mystery"], "label", label="slow")
+
+    async def notes(group: str, **filters: Any) -> dict[str | None, tuple[int, int, Any]]:
+        rows = await store.usage(group, annotation="thumbs", prices=PRICES, **filters)  # type: ignore[arg-type]
+        assert all(row.annotation is not None and row.annotation.key == row.key for row in rows)
+        return {r.key: (r.annotation.count, r.annotation.runs, r.annotation.mean) for r in rows}  # type: ignore[union-attr]
+
+    assert await notes("user") == {None: (0, 0, None), "alice": (2, 2, 0.5), "bob": (2, 1, 0.5)}
+    assert await notes("model") == {
+        None: (0, 0, None),
+        "m-new": (1, 1, 1.0),
+        "m-old": (1, 1, 0.0),
+        "mystery-model": (2, 1, 0.5),
+    }
+    assert (await notes("run"))[str(runs["old"])] == (1, 1, 0.0)
+    assert await notes("session", user_id="bob") == {"b": (2, 1, 0.5)}
+    today = datetime.now(timezone.utc).date().isoformat()
+    assert (await notes("day"))[today] == (4, 3, 0.5)  # the runs' day, not the prices'
+    later = datetime.now(timezone.utc) + timedelta(days=1)
+    assert await notes("agent", since=later) == {}
+    (row,) = await store.usage("user", user_id="alice", prices=PRICES)
+    assert row.annotation is None
+    assert row.cost == pytest.approx(ALICE)
+    for bad in ("a\x00b", "\ud800", 1):
+        with pytest.raises(InvalidOperationError):
+            await store.usage(annotation=bad)  # type: ignore[arg-type]

@@ -115,3 +115,36 @@ def test_hostile_price_file_refused(
     assert message in result.stderr
     missing = cli("--db", target, "usage", "--prices", str(tmp_path / "none.json"), code=1)
     assert "cannot read the price file" in missing.stderr
+
+
+def test_usage_with_annotations(target: str, prices_file: str) -> None:
+    """``usage --annotation NAME``: cost and the thumbs beside it, per user and per session,
+    in the table, --json and --csv; ``annotations --by user|session``."""
+    for run, value in ((1, "0"), (2, "1"), (4, "0"), (4, "0")):
+        cli("--db", target, "annotate", str(run), "thumbs", "--value", value)
+    rows = usage_json(target, "--by", "user", "--prices", prices_file, "--annotation", "thumbs")
+    assert [
+        (row["key"], row["cost"] is not None, row["annotation"]["count"], row["annotation"]["mean"])
+        for row in rows
+    ] == [(None, False, 0, None), ("alice", True, 2, 0.5), ("bob", False, 2, 0.0)]
+    assert all(row["annotation"] is None for row in usage_json(target))
+    text = cli("--db", target, "usage", "--annotation", "thumbs", "--sort", "runs").stdout
+    assert "thumbs" in text
+    assert "mean" in text
+    assert "0.25" in text  # the total's mean: one up of four
+    table = csv.DictReader(
+        io.StringIO(cli("--db", target, "usage", "--annotation", "thumbs", "--csv").stdout)
+    )
+    assert [(row["key"], row["annotation.count"], row["annotation.mean"]) for row in table] == [
+        ("a", "2", "0.5"),
+        ("b", "2", "0.0"),
+        ("c", "0", ""),
+        ("d", "0", ""),
+    ]
+    by_user = json.loads(cli("--db", target, "annotations", "--by", "user", "--json").stdout)
+    assert [(row["key"], row["count"]) for row in by_user] == [("alice", 2), ("bob", 2)]
+    text = cli("--db", target, "annotations", "--by", "session").stdout
+    assert " a " in text
+    assert " b " in text
+    refused = cli("--db", target, "usage", "--annotation", "a\x01\x00b", code=1)
+    assert "annotation" in refused.stderr

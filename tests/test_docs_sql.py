@@ -194,6 +194,7 @@ EXPECTED: dict[int, list[tuple[Any, ...]] | None] = {
     29: THUMBS_BY_AGENT,
     30: THUMBS_BY_AGENT,
     31: [("s1", 1), ("s2", 1)],
+    32: [("alice", 3, 123, 2, 1), ("bob", 1, 10, 1, 1)],
 }
 # Examples whose ORDER BY leaves ties, or ranks differently on each engine: compared sorted
 # (29, 30: the engines' collations may order "(none)" differently).

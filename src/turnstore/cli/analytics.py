@@ -14,7 +14,7 @@ import typer
 from rich.text import Text
 
 from ..domain import jsonout
-from ..domain.model import SearchCount, SearchResult, UsageRow
+from ..domain.model import AnnotationStats, SearchCount, SearchResult, UsageRow
 from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.toolcalls import TOOL_CALL_STATUSES
 from ..domain.units import duration_text
@@ -387,6 +387,15 @@ def usage(
             show_default=False,
         ),
     ] = None,
+    annotation: Annotated[
+        str | None,
+        typer.Option(
+            help="Add the count and mean value of the annotations NAME of each group's runs "
+            "(thumbs: the mean is the approval rate).",
+            metavar="NAME",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -395,7 +404,8 @@ def usage(
     tsv: TsvOption = False,
 ) -> None:
     """Token usage (requests, input, output, total, cached, reasoning) and its cost in USD,
-    summed per group; a cost is ? (null in --json) where a model has no price."""
+    summed per group; a cost is ? (null in --json) where a model has no price. With
+    --annotation NAME, the annotations NAME of the group's runs beside them."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
 
     async def go() -> list[UsageRow]:
@@ -410,6 +420,7 @@ def usage(
                 since=parse_time(since, "--since"),
                 until=parse_time(until, "--until"),
                 prices=table,
+                annotation=annotation,
             )
 
     rows = _sorted(run_command(go()), sort)
@@ -432,6 +443,7 @@ def usage(
             ("cached", "right"),
             ("reasoning", "right"),
             ("cost", "right"),
+            *(((safe_text(annotation), "right"), ("mean", "right")) if annotation else ()),
         ],
     )
     totals = [0] * 7
@@ -442,12 +454,19 @@ def usage(
             Text(row.key if row.key is not None else "(none)"),
             *(f"{v:,}" for v in values),
             _cost(row.cost),
+            *_notes([row.annotation]),
         )
     if len(rows) > 1:
         costs = [row.cost for row in rows]
         total = None if None in costs else sum(cost or 0.0 for cost in costs)
         table.add_section()
-        table.add_row("total", *(f"{v:,}" for v in totals), _cost(total), style="bold")
+        table.add_row(
+            "total",
+            *(f"{v:,}" for v in totals),
+            _cost(total),
+            *_notes([row.annotation for row in rows]),
+            style="bold",
+        )
     make_console().print(table)
     unpriced = {name for row in rows for name in row.unpriced}
     if unpriced:
@@ -457,3 +476,14 @@ def usage(
 
 def _cost(usd: float | None) -> str:
     return "?" if usd is None else cost_text(usd)
+
+
+def _notes(stats: list[AnnotationStats | None]) -> list[str]:
+    """The annotation columns of a usage row (none without --annotation): how many, and
+    their mean value, of ``stats`` together."""
+    if stats[0] is None:
+        return []
+    kept = [row for row in stats if row is not None]
+    scored = sum(row.scored for row in kept)
+    total = sum((row.mean or 0.0) * row.scored for row in kept)
+    return [f"{sum(row.count for row in kept):,}", f"{total / scored:.3g}" if scored else ""]

@@ -1,5 +1,5 @@
 """Annotations: ``annotate`` (judge a run) and ``annotations`` (list them, or their
-statistics per agent, model, tool, day or branch)."""
+statistics per agent, model, tool, day, branch, session or user)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,8 @@ class StatsGroupOption(str, Enum):
     tool = "tool"
     day = "day"
     branch = "branch"
+    session = "session"
+    user = "user"
 
 
 def _number(value: float | None) -> str:
@@ -156,7 +158,8 @@ def list_annotations(
     by: Annotated[
         StatsGroupOption | None,
         typer.Option(
-            help="Statistics per agent, model, tool, day or branch (of --session) instead.",
+            help="Statistics per agent, model, tool, day, branch (of --session), session or "
+            "user instead.",
             show_default=False,
         ),
     ] = None,

@@ -156,17 +156,23 @@ ANNOTATIONS_BY_NAME = All(
 ANNOTATIONS_BY_ALL = All("annotations_by_all", _LIST.format(condition="1 = 1"), row=AnnotationRow)
 
 
-def annotation_stats_sql(key: str) -> str:
+# The conditions of Store.annotation_stats: its optional session, and the filters.
+_STATS_FILTERS = f"(:sid_given = 0 OR a.session_id = :sid) {FILTERS}"
+
+
+def annotation_stats_sql(key: str, where: str = _STATS_FILTERS) -> str:
     """Annotation statistics grouped by ``key`` (an expression over the annotation ``a``, its
-    run ``r`` and its tool call ``t``) and the annotation's name."""
+    run ``r``, its session ``s`` and its tool call ``t``) and the annotation's name, of the
+    annotations ``where`` keeps (by default, ``Store.annotation_stats``'s)."""
     return f"""
         SELECT {key} AS key, a.name, count(*) AS annotations, count(a.value) AS scored,
             sum(a.value) AS total, min(a.value) AS minimum, max(a.value) AS maximum,
             count(DISTINCT a.run_id) AS runs
         FROM annotations a
         JOIN runs r ON r.session_id = a.session_id AND r.id = a.run_id
+        JOIN sessions s ON s.session_id = a.session_id
         LEFT JOIN tool_calls t ON t.session_id = a.session_id AND t.id = a.tool_call_id
-        WHERE (:sid_given = 0 OR a.session_id = :sid) {FILTERS}
+        WHERE {where}
         GROUP BY {key}, a.name"""
 
 
@@ -178,6 +184,12 @@ ANNOTATION_STATS_BY_MODEL = All(
 )
 ANNOTATION_STATS_BY_TOOL = All(
     "annotation_stats_by_tool", annotation_stats_sql("t.tool_name"), row=AnnotationStatsRow
+)
+ANNOTATION_STATS_BY_SESSION = All(
+    "annotation_stats_by_session", annotation_stats_sql("a.session_id"), row=AnnotationStatsRow
+)
+ANNOTATION_STATS_BY_USER = All(
+    "annotation_stats_by_user", annotation_stats_sql("s.user_id"), row=AnnotationStatsRow
 )
 # By run: what the statistics by branch sum up (core.annotations.stats).
 ANNOTATION_STATS_BY_RUN = All(

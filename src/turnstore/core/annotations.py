@@ -35,11 +35,20 @@ __all__ = [
     "session_of_annotation",
     "session_of_run",
     "stats",
+    "stats_from_row",
     "update_annotation",
 ]
 
-AnnotationGroup = Literal["agent", "model", "tool", "day", "branch"]
-STATS_GROUPS: tuple[AnnotationGroup, ...] = ("agent", "model", "tool", "day", "branch")
+AnnotationGroup = Literal["agent", "model", "tool", "day", "branch", "session", "user"]
+STATS_GROUPS: tuple[AnnotationGroup, ...] = (
+    "agent",
+    "model",
+    "tool",
+    "day",
+    "branch",
+    "session",
+    "user",
+)
 
 
 def annotation_from_row(row: AnnotationRow) -> Annotation:
@@ -187,6 +196,8 @@ _STATS: Mapping[AnnotationGroup, All[AnnotationStatsRow]] = {
     "tool": A.ANNOTATION_STATS_BY_TOOL,
     "day": A.ANNOTATION_STATS_BY_DAY,
     "branch": A.ANNOTATION_STATS_BY_RUN,
+    "session": A.ANNOTATION_STATS_BY_SESSION,
+    "user": A.ANNOTATION_STATS_BY_USER,
 }
 
 
@@ -209,21 +220,23 @@ def stats(
             return tree.names.get(fork, f"#{fork}")
 
         rows = _summed(rows, branch_of)
-    result = [
-        AnnotationStats(
-            key=None if row.key is None else str(row.key),
-            name=row.name,
-            count=int(row.annotations),
-            scored=int(row.scored),
-            runs=int(row.runs),
-            mean=None if not row.scored else float(row.total) / int(row.scored),
-            minimum=None if row.minimum is None else float(row.minimum),
-            maximum=None if row.maximum is None else float(row.maximum),
-        )
-        for row in rows
-    ]
+    result = [stats_from_row(row) for row in rows]
     result.sort(key=lambda row: (row.key is not None, row.key or "", row.name))
     return result
+
+
+def stats_from_row(row: AnnotationStatsRow) -> AnnotationStats:
+    """Build an ``AnnotationStats`` from a row of a statistics statement (its key as text)."""
+    return AnnotationStats(
+        key=None if row.key is None else str(row.key),
+        name=row.name,
+        count=int(row.annotations),
+        scored=int(row.scored),
+        runs=int(row.runs),
+        mean=None if row.total is None or not row.scored else float(row.total) / int(row.scored),
+        minimum=None if row.minimum is None else float(row.minimum),
+        maximum=None if row.maximum is None else float(row.maximum),
+    )
 
 
 def _summed(rows: list[AnnotationStatsRow], key_of: Any) -> list[AnnotationStatsRow]:

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from ..domain import validate
 from ..domain.model import (
+    AnnotationStats,
     ModelResponse,
     Run,
     SessionInfo,
@@ -38,6 +39,7 @@ from . import results as R
 from . import statements as S
 from . import usage_sql as U
 from .adoption import supersede
+from .annotations import stats_from_row
 from .ops import All, Op
 from .reads import session_info, with_items
 from .tables import (
@@ -399,10 +401,11 @@ def usage(
     since: Any,
     until: Any,
     prices: Prices | None,
+    annotation: str | None = None,
 ) -> Op[list[UsageRow]]:
     """Token usage summed per group, ordered by key (no key first; runs by id), with its cost
     at ``prices`` (none: ``cost`` None) computed from the tokens now, so a corrected table
-    applies to history.
+    applies to history, and the annotations named ``annotation`` of the group's runs.
 
     Sessions, users, days and runs sum the runs' token columns (the SDK's cumulative run
     usage); models and agents sum the model calls that ``session.hooks`` recorded, and runs
@@ -418,6 +421,10 @@ def usage(
     if prices is not None:
         parts = yield U.USAGE_COST[group_by](params)
         costs = _priced(parts, prices)
+    notes: dict[str | None, AnnotationStats] = {}
+    if annotation is not None:
+        found = yield U.USAGE_ANNOTATIONS[group_by]({**params, "name": annotation})
+        notes = {note.key: note for note in map(stats_from_row, found)}
     result = []
     for row in rows:
         key = _key(row.key)
@@ -429,6 +436,9 @@ def usage(
                 usage=usage_from_row(row),
                 cost=cost,
                 unpriced=unpriced,
+                annotation=None
+                if annotation is None
+                else notes.get(key, AnnotationStats(key, annotation, 0, 0, 0, None, None, None)),
             )
         )
     if group_by == "run":

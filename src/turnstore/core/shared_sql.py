@@ -151,7 +151,8 @@ def _tool_calls(syntax: Syntax) -> dict[Statement, str]:
 
 
 def _usage(syntax: Syntax) -> dict[Statement, str]:
-    """Usage by session, user, day, model and agent; annotation statistics by day."""
+    """Usage by session, user, day, model and agent (tokens, their cost, annotations);
+    annotation statistics by day."""
     filters = f"""
       {syntax.optional("sid", "text", "r.session_id = :sid")}
       AND {syntax.optional("user_id", "text", "s.user_id = :user_id")}
@@ -172,7 +173,16 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
         keys = (call_key, call_key if run_key is None else run_key)
         return cost_parts_sql(keys, days, filters, run_of_call, calls_of_run)
 
+    def notes(run_key: str) -> str:
+        return annotation_stats_sql(run_key, f"a.name = :name AND {filters}")
+
     return {
+        U.USAGE_ANNOTATIONS_BY_SESSION: notes("r.session_id"),
+        U.USAGE_ANNOTATIONS_BY_USER: notes("s.user_id"),
+        U.USAGE_ANNOTATIONS_BY_DAY: notes(run_day),
+        U.USAGE_ANNOTATIONS_BY_MODEL: notes("r.model"),
+        U.USAGE_ANNOTATIONS_BY_AGENT: notes("r.agent_name"),
+        U.USAGE_ANNOTATIONS_BY_RUN: notes("r.id"),
         U.USAGE_BY_RUN: by_run.format(key="r.id"),
         U.USAGE_COST_BY_SESSION: cost("r.session_id"),
         U.USAGE_COST_BY_USER: cost("s.user_id"),

@@ -470,6 +470,8 @@ class UsageRow:
     ``cost`` is None when unknown: some of the group's tokens are of a model the price table
     does not price on their day (``unpriced`` names those models; None: runs with no model
     recorded), or the usage was read without prices. See ``turnstore.domain.prices``.
+    ``annotation``: with ``Store.usage(annotation=NAME)``, the annotations NAME of the
+    group's runs (a count of 0 where there are none); else None.
     """
 
     key: str | None
@@ -477,6 +479,7 @@ class UsageRow:
     usage: Usage
     cost: float | None = None
     unpriced: tuple[str | None, ...] = ()
+    annotation: AnnotationStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,9 +561,10 @@ class Annotation:
 
 @dataclass(frozen=True, slots=True)
 class AnnotationStats:
-    """The annotations of one name in one group (an agent, model, tool, UTC day or branch):
-    how many, how many runs they judge, and their values' mean, minimum and maximum (None:
-    no annotation of the group has a value)."""
+    """The annotations of one name in one group (an agent, model, tool, UTC day, branch,
+    session or user; in a ``UsageRow``, the row's group): how many, how many runs they judge,
+    and their values' mean, minimum and maximum (None: no annotation of the group has a
+    value)."""
 
     key: str | None
     name: str

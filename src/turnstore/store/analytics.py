@@ -133,6 +133,7 @@ class AnalyticsMixin(StoreBase):
         until: datetime | None = None,
         prices: Prices | None = None,
         cost: bool = True,
+        annotation: str | None = None,
     ) -> list[UsageRow]:
         """Requests, tokens and cost summed per session, user, model, agent, UTC day or run.
 
@@ -150,12 +151,19 @@ class AnalyticsMixin(StoreBase):
         without recorded calls at its own model's on the day it started. A group with tokens
         of an unpriced model has cost None (unknown, never zero). ``cost=False`` skips the
         pricing query (cost None everywhere).
+
+        ``annotation`` (a name: ``"thumbs"``) sets each row's ``annotation`` to the statistics
+        of the annotations of that name on the group's runs (on the run or one of its tool
+        calls): how many, on how many runs, their values' mean (for thumbs, 1 up and 0 down,
+        the approval rate), minimum and maximum. Each run's annotations count under the run's
+        group (by day: the day the run began; by model or agent: the run's own, as ``runs``).
         """
         group_by = validate.choice(group_by, "group_by", queries.GROUPS)
         session_id = validate.optional_key(session_id, "session_id")
         user_id = validate.optional_text(user_id, "user_id")
         start = self._bind_time(validate.optional_time(since, "since"))
         end = self._bind_time(validate.optional_time(until, "until"))
+        name = validate.optional_text(annotation, "annotation")
         table = None
         if validate.flag(cost, "cost"):
             table = (
@@ -169,6 +177,7 @@ class AnalyticsMixin(StoreBase):
                 since=start,
                 until=end,
                 prices=table,
+                annotation=name,
             ),
             write=False,
         )

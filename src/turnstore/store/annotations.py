@@ -161,7 +161,9 @@ class AnnotationsMixin(StoreBase):
     ) -> list[AnnotationStats]:
         """Annotations counted, and their values averaged, per name and per the runs' agent
         or model, the annotated tool call's tool (None: the run itself), the UTC day they
-        were made on, or (of one session: ``session_id``) the branch of each run.
+        were made on, the session or its user, or (of one session: ``session_id``) the branch
+        of each run. (``Store.usage(annotation=NAME)`` gives one name's beside the tokens and
+        cost of the same runs.)
 
         Filters as in ``annotations``. Thumbs (1 up, 0 down) average to the approval rate.
         """
