@@ -17,6 +17,7 @@ from support import require_module
 from turnstore import sqlite
 from turnstore.core import (
     annotation_sql,
+    append_sql,
     catalogue_sql,
     dataset_sql,
     search_sql,
@@ -71,7 +72,7 @@ def test_statements_are_declared_once_by_name() -> None:
     names = [s.name for s in S.STATEMENTS]
     assert len(names) == len(set(names))
     for statement in S.STATEMENTS:  # the symbol is the name, in capitals: grep finds both
-        modules = (annotation_sql, catalogue_sql, usage_sql, dataset_sql, search_sql)
+        modules = (annotation_sql, append_sql, catalogue_sql, usage_sql, dataset_sql, search_sql)
         module = next((m for m in modules if statement in m.STATEMENTS), S)
         assert getattr(module, statement.name.upper()) is statement
 

@@ -16,13 +16,14 @@ from typing import Any
 from ..domain.model import IN_PROGRESS, SessionPatch, Telemetry, Usage
 from ..domain.validate import MAX_INT, MAX_REQUESTS
 from ..errors import InvalidOperationError
+from . import append_sql as A
 from . import results as R
 from . import statements as S
 from .catalogue import patch_session
 from .codec import PreparedItem
 from .lock import Head, lock_session, set_head
 from .ops import Op
-from .plan import Plan, plan_append
+from .plan import Plan, PlanItem, plan_append
 from .reads import find_run
 from .search_index import INDEX_BATCH, feed_index, index_backlog
 from .tables import TOOL_CALL_FROM_ITEM, RunRow, tool_call_item_values, usage_params
@@ -91,23 +92,18 @@ def _apply_append_run(
                     "now": now,
                 }
             )
-    # Ids are read back for the items the tool-call rows below name, and for every item where
-    # the search index is fed in batches (``append``'s newest id says when: SQLite, whose ids
-    # cost nothing); any other is inserted without, which PostgreSQL queues with the next
-    # statement instead of a round trip each.
-    named = None if head.indexed_through is not None else _named_items(plan)
+    # A tool-call row finds its items by place (``core.append_sql``), so ids are read back
+    # only where the search index is fed in batches (``append``'s newest id says when:
+    # SQLite, whose ids cost nothing); PostgreSQL queues the inserts instead of a round trip
+    # each.
+    want_id = head.indexed_through is not None
     for item in items:
-        item.id = item.run.newest_item_id = yield from insert_item(
-            sid,
-            item.run.written_id,
-            item.position,
-            item.prepared,
-            now,
-            want_id=named is None or item in named,
+        item.run.newest_item_id = yield from insert_item(
+            sid, item.run.written_id, item.position, item.prepared, now, want_id=want_id
         )
     for call in calls:
         info = call.info
-        yield S.INSERT_TOOL_CALL(
+        yield A.INSERT_TOOL_CALL(
             {
                 **dict(zip(TOOL_CALL_FROM_ITEM, tool_call_item_values(info), strict=True)),
                 "sid": sid,
@@ -115,21 +111,21 @@ def _apply_append_run(
                 "output": call.output,
                 "status": call.status,
                 "error": call.error,
-                "call_item_id": call.call_item.id if call.call_item else None,
-                "output_item_id": call.output_item.id if call.output_item else None,
+                **_place("call_item", call.call_item),
+                **_place("output_item", call.output_item),
                 "now": now,
                 "completed_at": now if call.completed else None,
             }
         )
     for call_row_id, call in updates:
-        yield S.COMPLETE_TOOL_CALL(
+        yield A.COMPLETE_TOOL_CALL(
             {
                 "sid": sid,
                 "id": call_row_id,
                 "output": call.output,
                 "status": call.status,
                 "error": call.error,
-                "output_item_id": call.output_item.id if call.output_item else None,
+                **_place("output_item", call.output_item),
                 "now": now,
             }
         )
@@ -159,12 +155,11 @@ def _record_usage(sid: str, run_id: Any, usage: Usage, now: Any, *, add: bool) -
         yield S.SET_RUN_USAGE(params)
 
 
-def _named_items(plan: Plan) -> set[Any]:
-    """The items of ``plan`` whose ids its tool-call rows hold."""
-    named = {call.call_item for call in plan.calls}
-    named.update(call.output_item for call in plan.calls)
-    named.update(call.output_item for _, call in plan.updates)
-    return named
+def _place(name: str, item: PlanItem | None) -> dict[str, Any]:
+    """The parameters that find ``item`` by place (``append_sql.item_at(name)``)."""
+    if item is None:
+        return {f"{name}_run": None, f"{name}_position": None}
+    return {f"{name}_run": item.run.id, f"{name}_position": item.position}
 
 
 def insert_item(

@@ -24,7 +24,7 @@ from ..errors import InvalidOperationError, StorageError
 from .codec import PreparedItem
 from .lock import Head
 
-__all__ = ["Plan", "plan_append"]
+__all__ = ["Plan", "PlanItem", "plan_append"]
 
 
 @dataclass(slots=True, eq=False)
@@ -56,19 +56,20 @@ class _PlanRun:
 
 
 @dataclass(slots=True, eq=False)
-class _PlanItem:
+class PlanItem:
+    """An item of the batch, where the append puts it: ``position`` in ``run``."""
+
     run: _PlanRun
     position: int
     prepared: PreparedItem
-    id: int | None = None
 
 
 @dataclass(slots=True, eq=False)
 class _PlanCall:
     run: _PlanRun
-    call_item: _PlanItem | None
+    call_item: PlanItem | None
     info: ItemInfo
-    output_item: _PlanItem | None = None
+    output_item: PlanItem | None = None
     output: str | None = None
     status: str | None = None
     error: str | None = None
@@ -90,7 +91,7 @@ def _pairing_key(info: ItemInfo) -> str:
 @dataclass(slots=True, eq=False)
 class Plan:
     runs: list[_PlanRun]
-    items: list[_PlanItem]
+    items: list[PlanItem]
     calls: list[_PlanCall]
     updates: list[tuple[int, _PlanCall]]
     last: _PlanRun  # the run the batch ends in
@@ -106,7 +107,7 @@ def plan_append(
     owner_id: int | None = None,
 ) -> Plan:
     runs: list[_PlanRun] = []
-    items: list[_PlanItem] = []
+    items: list[PlanItem] = []
     calls: list[_PlanCall] = []
     updates: list[tuple[int, _PlanCall]] = []
     pending: dict[str, _PlanCall] = {}
@@ -146,7 +147,7 @@ def plan_append(
             credited = current
         # Where this item leaves the run (model.RunStatus); calls left unanswered: below.
         credited.status = COMPLETED if _answers(info) else IN_PROGRESS
-        item = _PlanItem(current, current.item_count, prepared)
+        item = PlanItem(current, current.item_count, prepared)
         current.item_count += 1
         items.append(item)
         kind = info.kind

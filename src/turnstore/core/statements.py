@@ -11,7 +11,7 @@ dialect provides exactly the statements it must.
 
 from __future__ import annotations
 
-from . import annotation_sql, catalogue_sql, dataset_sql, search_sql, usage_sql
+from . import annotation_sql, append_sql, catalogue_sql, dataset_sql, search_sql, usage_sql
 from .ops import All, Capability, Execute, Insert, One, Statement, Value, Values
 from .results import (
     AncestorRow,
@@ -40,7 +40,6 @@ from .tables import (
     SESSION_COLUMNS,
     TOKEN_COLUMNS,
     TOOL_CALL_COLUMNS,
-    TOOL_CALL_FROM_ITEM,
     CopyToolCallRow,
     PathWindowRow,
     RunRow,
@@ -192,23 +191,7 @@ INSERT_ITEM = Insert(
 # INSERT_ITEM's text without the id back: PostgreSQL queues it with the next statement
 # instead of a round trip (copy, and appends of items no tool-call row names).
 STORE_ITEM = Execute("store_item", INSERT_ITEM.sql)
-_FROM_ITEM = ", ".join(TOOL_CALL_FROM_ITEM)
-INSERT_TOOL_CALL = Execute(
-    "insert_tool_call",
-    f"""
-        INSERT INTO tool_calls (session_id, run_id, {_FROM_ITEM}, output, status, error,
-                                call_item_id, output_item_id, created_at, completed_at)
-        VALUES (:sid, :run_id, {", ".join(":" + name for name in TOOL_CALL_FROM_ITEM)},
-                :output, :status, :error, :call_item_id, :output_item_id, :now, :completed_at)""",
-)
 OPEN_TOOL_CALLS = All("open_tool_calls", row=OpenCallRow)
-COMPLETE_TOOL_CALL = Execute(
-    "complete_tool_call",
-    """
-        UPDATE tool_calls SET output = :output, status = :status, error = :error,
-            output_item_id = :output_item_id, completed_at = :now
-        WHERE session_id = :sid AND id = :id""",
-)
 UPDATE_SESSION_INFO = Execute("update_session_info")
 # Telemetry from session.hooks
 INSERT_MODEL_RESPONSE = Execute(
@@ -610,7 +593,7 @@ SET_COMPACTED_BY = Execute(
     "set_compacted_by",
     "UPDATE runs SET compacted_by = :by WHERE session_id = :sid AND id = :id",
 )
-# Its items' ids are looked up by SELECT, not in VALUES: Citus refuses subqueries in VALUES.
+# Its items found by place, as an append's calls (``core.append_sql``).
 # Every column of ToolCallRow but the ids the target gives (its own id, the session's).
 _COPIED_CALL = [name for name in ToolCallRow._fields if name not in ("id", "session_id")]
 COPY_TOOL_CALL = Execute(
@@ -619,22 +602,21 @@ COPY_TOOL_CALL = Execute(
         INSERT INTO tool_calls (session_id, {", ".join(_COPIED_CALL)}, call_item_id,
                                 output_item_id)
         SELECT :sid, {", ".join(":" + name for name in _COPIED_CALL)},
-               (SELECT id FROM items WHERE session_id = :sid AND run_id = :call_item_run
-                   AND position = :call_item_position),
-               (SELECT id FROM items WHERE session_id = :sid AND run_id = :output_item_run
-                   AND position = :output_item_position)""",
+               {append_sql.item_at("call_item")}, {append_sql.item_at("output_item")}""",
 )
 
 # ---------------------------------------------------------------------------------------------
 
 STATEMENTS: tuple[Statement, ...] = (
     tuple(value for value in list(globals().values()) if isinstance(value, Statement))
+    + append_sql.STATEMENTS
     + catalogue_sql.STATEMENTS
     + usage_sql.STATEMENTS
     + annotation_sql.STATEMENTS
     + dataset_sql.STATEMENTS
     + search_sql.STATEMENTS
 )
-"""Every statement, in declaration order (the catalogue's pages, usage, annotations,
-datasets, then search's last: ``core.catalogue_sql``, ``core.usage_sql``,
-``core.annotation_sql``, ``core.dataset_sql``, ``core.search_sql``)."""
+"""Every statement, in declaration order (the append's by place, the catalogue's pages,
+usage, annotations, datasets, then search's last: ``core.append_sql``,
+``core.catalogue_sql``, ``core.usage_sql``, ``core.annotation_sql``, ``core.dataset_sql``,
+``core.search_sql``)."""
