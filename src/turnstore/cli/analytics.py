@@ -27,7 +27,9 @@ from .options import (
     NdjsonOption,
     SchemaOption,
     TsvOption,
+    agent_option,
     limit_option,
+    model_option,
     output_format,
     parse_time,
     resolve_target,
@@ -231,14 +233,8 @@ def search(
             show_default=False,
         ),
     ] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(help="Only runs by this agent.", metavar="AGENT", show_default=False),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Only runs of this model.", metavar="MODEL", show_default=False),
-    ] = None,
+    agent: Annotated[str | None, agent_option("Only runs this agent answered.")] = None,
+    model: Annotated[str | None, model_option("Only runs this model answered.")] = None,
     since: Annotated[
         str | None, when_option("--since", "Items written at or after this time (or 7d, 12h).")
     ] = None,

@@ -24,6 +24,7 @@ from .options import (
     parse_time,
     resolve_target,
     session_option,
+    value_option,
     when_option,
 )
 from .output import (
@@ -143,14 +144,8 @@ def list_annotations(
     source: Annotated[
         SourceOption | None, typer.Option(help="Only this source.", show_default=False)
     ] = None,
-    min_value: Annotated[
-        float | None,
-        typer.Option("--min", help="Values at least this.", metavar="NUMBER", show_default=False),
-    ] = None,
-    max_value: Annotated[
-        float | None,
-        typer.Option("--max", help="Values at most this.", metavar="NUMBER", show_default=False),
-    ] = None,
+    min_value: Annotated[float | None, value_option("--min", "Values at least this.")] = None,
+    max_value: Annotated[float | None, value_option("--max", "Values at most this.")] = None,
     since: Annotated[
         str | None, when_option("--since", "Made at or after this ISO date/time.")
     ] = None,

@@ -24,7 +24,9 @@ from .options import (
     NdjsonOption,
     SchemaOption,
     TsvOption,
+    agent_option,
     limit_option,
+    model_option,
     output_format,
     parse_time,
     resolve_target,
@@ -126,20 +128,10 @@ def sessions(
         ),
     ] = None,
     agent: Annotated[
-        str | None,
-        typer.Option(
-            help="Only sessions with a run answered by this agent.",
-            metavar="NAME",
-            show_default=False,
-        ),
+        str | None, agent_option("Only sessions with a run answered by this agent.")
     ] = None,
     model: Annotated[
-        str | None,
-        typer.Option(
-            help="Only sessions with a run answered by this model.",
-            metavar="NAME",
-            show_default=False,
-        ),
+        str | None, model_option("Only sessions with a run answered by this model.")
     ] = None,
     status: Annotated[
         RunStatusOption | None,

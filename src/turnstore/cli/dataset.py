@@ -12,20 +12,24 @@ from typing import IO, Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..errors import InvalidOperationError
 from .annotating import SourceOption
 from .app import command
 from .data import refuse_database_output
 from .database import open_store, run_command
 from .options import (
+    AnnotatedOption,
     DbOption,
     JsonOption,
     SchemaOption,
+    agent_option,
+    annotated_filters,
     limit_option,
+    model_option,
     parse_time,
     resolve_target,
     session_option,
     user_option,
+    value_option,
     when_option,
 )
 from .output import fail, json_safe, print_json, say
@@ -47,29 +51,6 @@ class _Terminal(io.StringIO):
 
     def write(self, text: str) -> int:
         return sys.stdout.write(json_safe(text))
-
-
-def _annotated(annotated: str | None, **given: Any) -> dict[str, Any]:
-    """``--annotated NAME[=VALUE]`` as ``Store.dataset``'s filters: VALUE is the annotation's
-    value when it reads as a number, else its label (which ``given`` must leave unset)."""
-    if annotated is None:
-        return {}
-    name, sep, wanted = annotated.partition("=")
-    if not sep:
-        return {"annotation": name}
-    try:
-        value = float(wanted)
-    except ValueError:
-        chosen: dict[str, Any] = {"annotation": name, "label": wanted}
-    else:
-        chosen = {"annotation": name, "min_value": value, "max_value": value}
-    for key in sorted(chosen.keys() & {"label", "min_value", "max_value"}):
-        if given[key] is not None:
-            option = "--" + key.removesuffix("_value")
-            raise InvalidOperationError(
-                f"--annotated {annotated} says it already: leave out {option}"
-            )
-    return chosen
 
 
 @command(95)
@@ -97,14 +78,8 @@ def dataset(
     ] = DatasetFormatOption.turnstore,
     session: Annotated[str | None, session_option("Only this session's runs.")] = None,
     user: Annotated[str | None, user_option("Only this user's runs.")] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(help="Only runs this agent answered.", metavar="AGENT", show_default=False),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Only runs this model answered.", metavar="MODEL", show_default=False),
-    ] = None,
+    agent: Annotated[str | None, agent_option("Only runs this agent answered.")] = None,
+    model: Annotated[str | None, model_option("Only runs this model answered.")] = None,
     since: Annotated[
         str | None, when_option("--since", "Runs begun at or after this (ISO date/time or 7d).")
     ] = None,
@@ -114,15 +89,7 @@ def dataset(
     failed: Annotated[
         bool, typer.Option("--failed", help="Only runs with a failed tool call.", metavar="")
     ] = False,
-    annotated: Annotated[
-        str | None,
-        typer.Option(
-            help="Only runs with an annotation NAME (NAME=VALUE: of that value, or label), "
-            "e.g. thumbs=0.",
-            metavar="NAME[=VALUE]",
-            show_default=False,
-        ),
-    ] = None,
+    annotated: AnnotatedOption = None,
     label: Annotated[
         str | None,
         typer.Option(help="Only runs with an annotation of this label.", show_default=False),
@@ -132,22 +99,10 @@ def dataset(
         typer.Option(help="Only runs with an annotation from this source.", show_default=False),
     ] = None,
     min_value: Annotated[
-        float | None,
-        typer.Option(
-            "--min",
-            help="Only runs with an annotation valued at least this.",
-            metavar="NUMBER",
-            show_default=False,
-        ),
+        float | None, value_option("--min", "Only runs with an annotation valued at least this.")
     ] = None,
     max_value: Annotated[
-        float | None,
-        typer.Option(
-            "--max",
-            help="Only runs with an annotation valued at most this.",
-            metavar="NUMBER",
-            show_default=False,
-        ),
+        float | None, value_option("--max", "Only runs with an annotation valued at most this.")
     ] = None,
     search: Annotated[
         str | None,
@@ -185,7 +140,7 @@ def dataset(
             "source": None if source is None else source.value,
             "min_value": min_value,
             "max_value": max_value,
-            **_annotated(annotated, label=label, min_value=min_value, max_value=max_value),
+            **annotated_filters(annotated, label=label, min_value=min_value, max_value=max_value),
         }
         if path is not None:
             refuse_database_output(target, path)

@@ -1,8 +1,9 @@
 """The options the commands share, declared once: the database (``--db``, and ``--schema``
 for a PostgreSQL one), the output
 (``--json``, and for commands that print rows ``--ndjson``, ``--csv``, ``--tsv``), a session
-argument, and the shapes of the filters (``--session``, ``--user``, ``--limit``,
-``--since``/``--until``) whose help each command words for itself.
+argument, and the shapes of the filters (``--session``, ``--user``, ``--agent``, ``--model``,
+``--limit``, ``--since``/``--until``, ``--min``/``--max``) whose help each command words for
+itself; ``--annotated NAME[=VALUE]`` whole, read by ``annotated_filters``.
 
 ``DbOption``, ``SchemaOption``, ``JsonOption`` and the other output flags are ``Annotated``
 aliases; a filter is ``Annotated[str | None, session_option("Only this session's runs.")] =
@@ -26,6 +27,7 @@ from .output import Format, fail
 __all__ = [
     "DEFAULT_DB",
     "ENV_DB",
+    "AnnotatedOption",
     "CsvOption",
     "DbOption",
     "JsonOption",
@@ -33,14 +35,18 @@ __all__ = [
     "SchemaOption",
     "SessionArg",
     "TsvOption",
+    "agent_option",
+    "annotated_filters",
     "display_target",
     "limit_option",
+    "model_option",
     "output_format",
     "parse_time",
     "resolve_target",
     "root_options",
     "session_option",
     "user_option",
+    "value_option",
     "when_option",
 ]
 
@@ -89,6 +95,58 @@ def session_option(help: str) -> Any:
 def user_option(help: str) -> Any:
     """``--user USER``: a filter on one user's sessions."""
     return typer.Option("--user", help=help, metavar="USER", show_default=False)
+
+
+def agent_option(help: str) -> Any:
+    """``--agent AGENT``: a filter on the runs an agent answered."""
+    return typer.Option("--agent", help=help, metavar="AGENT", show_default=False)
+
+
+def model_option(help: str) -> Any:
+    """``--model MODEL``: a filter on the runs a model answered."""
+    return typer.Option("--model", help=help, metavar="MODEL", show_default=False)
+
+
+def value_option(name: str, help: str) -> Any:
+    """``--min``/``--max NUMBER``: an inclusive bound on annotations' values."""
+    return typer.Option(name, help=help, metavar="NUMBER", show_default=False)
+
+
+AnnotatedOption = Annotated[
+    str | None,
+    typer.Option(
+        "--annotated",
+        help="Only runs with an annotation NAME (NAME=VALUE: of that value, or label), "
+        "e.g. thumbs=0.",
+        metavar="NAME[=VALUE]",
+        show_default=False,
+    ),
+]
+
+
+def annotated_filters(annotated: str | None, **given: Any) -> dict[str, Any]:
+    """``--annotated NAME[=VALUE]`` as the filters of ``Store.dataset`` (``annotation``,
+    ``label``, ``min_value``, ``max_value``): VALUE is the annotation's value when it reads as
+    a number, else its label. ``given``: the same filters given by options of their own,
+    which the VALUE must leave unset."""
+    if annotated is None:
+        return {}
+    name, sep, wanted = annotated.partition("=")
+    if not sep:
+        return {"annotation": name}
+    try:
+        value = float(wanted)
+    except ValueError:
+        chosen: dict[str, Any] = {"annotation": name, "label": wanted}
+    else:
+        chosen = {"annotation": name, "min_value": value, "max_value": value}
+    for key in sorted(chosen.keys() & given.keys()):
+        if given[key] is not None:
+            option = "--" + key.removesuffix("_value")
+            raise InvalidOperationError(
+                f"--annotated {annotated} says it already: leave out {option}"
+            )
+    return chosen
 
 
 def limit_option(help: str) -> Any:

@@ -26,6 +26,7 @@ from .annotating import annotation_text
 from .app import command
 from .database import open_store, run_command
 from .options import (
+    AnnotatedOption,
     CsvOption,
     DbOption,
     JsonOption,
@@ -33,6 +34,7 @@ from .options import (
     SchemaOption,
     SessionArg,
     TsvOption,
+    annotated_filters,
     output_format,
     resolve_target,
 )
@@ -301,15 +303,7 @@ def runs(
             "--all", help="Every run of every branch, not only the active path.", metavar=""
         ),
     ] = False,
-    annotated: Annotated[
-        str | None,
-        typer.Option(
-            help="Only runs with an annotation NAME (NAME=VALUE: of that value or label), "
-            "e.g. thumbs=0.",
-            metavar="NAME[=VALUE]",
-            show_default=False,
-        ),
-    ] = None,
+    annotated: AnnotatedOption = None,
     last: LastOption = None,
     start_at: FromOption = None,
     limit: PageLimitOption = None,
@@ -386,17 +380,8 @@ def runs(
 
 
 async def _annotated_runs(store: Store, session_id: str, annotated: str) -> set[int]:
-    """The runs of the session with an annotation ``NAME``, or ``NAME=VALUE``: whose value
-    is the number VALUE or whose label is VALUE."""
-    name, sep, wanted = annotated.partition("=")
-    notes = await store.annotations(session_id=session_id, name=name, limit=None)
-    return {note.run_id for note in notes if not sep or _matches(note, wanted)}
-
-
-def _matches(note: Annotation, wanted: str) -> bool:
-    try:
-        if note.value is not None and note.value == float(wanted):
-            return True
-    except ValueError:
-        pass
-    return note.label == wanted
+    """The runs of the session with an annotation as ``--annotated`` names it."""
+    chosen = annotated_filters(annotated)
+    name = chosen.pop("annotation")
+    notes = await store.annotations(session_id=session_id, name=name, limit=None, **chosen)
+    return {note.run_id for note in notes}

@@ -194,15 +194,23 @@ class AnalyticsMixin(StoreBase):
         types: Any,
     ) -> search.SearchFilter:
         return search.SearchFilter(
-            session_id=validate.optional_key(session_id, "session_id"),
-            user_id=validate.optional_text(user_id, "user_id"),
-            agent=validate.optional_text(agent, "agent"),
-            model=validate.optional_text(model, "model"),
-            since=self._bind_time(validate.optional_time(since, "since")),
-            until=self._bind_time(validate.optional_time(until, "until")),
+            **self._run_filters(session_id, user_id, agent, model, since, until),
             roles=validate.text_list(roles, "roles"),
             types=validate.text_list(types, "types"),
         )
+
+    def _run_filters(
+        self, session_id: Any, user_id: Any, agent: Any, model: Any, since: Any, until: Any
+    ) -> dict[str, Any]:
+        """The filters on runs that search and datasets share, checked (times bound)."""
+        return {
+            "session_id": validate.optional_key(session_id, "session_id"),
+            "user_id": validate.optional_text(user_id, "user_id"),
+            "agent": validate.optional_text(agent, "agent"),
+            "model": validate.optional_text(model, "model"),
+            "since": self._bind_time(validate.optional_time(since, "since")),
+            "until": self._bind_time(validate.optional_time(until, "until")),
+        }
 
     async def search(
         self,

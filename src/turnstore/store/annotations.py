@@ -185,9 +185,13 @@ class AnnotationsMixin(StoreBase):
         max_value: Any,
         since: Any,
         until: Any,
+        *,
+        name_arg: str = "name",
     ) -> dict[str, Any]:
+        """The annotation filters, checked and bound (``name_arg``: what the caller calls the
+        name, in an error)."""
         return ops.filter_params(
-            name=validate.optional_text(name, "name"),
+            name=validate.optional_text(name, name_arg),
             source=None if source is None else validate.text(source, "source"),
             label=validate.optional_text(label, "label"),
             min_value=annotation_checks.annotation_value(min_value, "min_value"),

@@ -11,14 +11,13 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from ..core import annotation_checks
 from ..core import dataset as ops
-from ..core.annotations import filter_params
 from ..domain import validate
 from ..domain.model import AnnotationSource, DatasetRecord
 from ..errors import InvalidOperationError
 from ..formats.dataset import DATASET_FORMATS, DatasetFormat, dataset_line
 from .analytics import AnalyticsMixin
+from .annotations import AnnotationsMixin
 from .base import NO_LIMIT, limit_arg
 
 __all__ = ["MAX_PAGE_SIZE", "DatasetMixin"]
@@ -27,7 +26,7 @@ MAX_PAGE_SIZE = 10_000
 """The most runs ``Store.dataset`` reads in one transaction."""
 
 
-class DatasetMixin(AnalyticsMixin):
+class DatasetMixin(AnalyticsMixin, AnnotationsMixin):
     """Runs as evaluation and fine-tuning records: selected, read page by page, written."""
 
     def dataset(
@@ -63,23 +62,11 @@ class DatasetMixin(AnalyticsMixin):
         """
         notes: dict[str, Any] | None = None
         if (annotation, label, min_value, max_value, source) != (None,) * 5:
-            notes = filter_params(
-                name=validate.optional_text(annotation, "annotation"),
-                source=None if source is None else validate.text(source, "source"),
-                label=validate.optional_text(label, "label"),
-                min_value=annotation_checks.annotation_value(min_value, "min_value"),
-                max_value=annotation_checks.annotation_value(max_value, "max_value"),
-                since=None,
-                until=None,
-                now=self.backend.now(),
+            notes = self._annotation_filters(
+                annotation, source, label, min_value, max_value, None, None, name_arg="annotation"
             )
         filters = ops.run_filters(
-            session_id=validate.optional_key(session_id, "session_id"),
-            user_id=validate.optional_text(user_id, "user_id"),
-            agent=validate.optional_text(agent, "agent"),
-            model=validate.optional_text(model, "model"),
-            since=self._bind_time(validate.optional_time(since, "since")),
-            until=self._bind_time(validate.optional_time(until, "until")),
+            **self._run_filters(session_id, user_id, agent, model, since, until),
             failed=validate.flag(failed, "failed"),
             annotation=notes,
             now=self.backend.now(),
