@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import Results, Target, environment, measure, run, targets_table, write_json
+import _kept
+from _common import Results, Target, measure
 from turnstore import Store
-from turnstore.core.ops import Fetch, Op, Query
 from turnstore.domain.toolcalls import failed_sql
 
 TARGET_MS = 500.0
@@ -93,34 +93,12 @@ def _corpus_sql(dialect: str, sessions: int) -> list[str]:
     ]
 
 
-def _raw(statements: Sequence[str]) -> Any:
-    def op() -> Op[None]:
-        for statement in statements:
-            yield Query(statement, raw=True)
-
-    return op
-
-
-async def _count(store: Store) -> int:
-    def op() -> Op[int]:
-        row = yield Query("SELECT count(*) FROM sessions", fetch=Fetch.ONE, raw=True)
-        return int(row[0])
-
-    return await store.backend.run(op, write=False)
-
-
 async def build(store: Store, sessions: int, log: Any) -> None:
     """Write the corpus and the planner's statistics."""
     log(f"building {sessions:,} sessions, {sessions * RUNS_PER_SESSION:,} runs and tool calls")
-    await store.backend.run(_raw(_corpus_sql(store.dialect, sessions)), write=True)
-    await store.backend.run(_raw(["ANALYZE"]), write=True)
-    check = f"SELECT count(*) FROM tool_calls WHERE {failed_sql()}"
-
-    def failed() -> Op[int]:
-        row = yield Query(check, fetch=Fetch.ONE, raw=True)
-        return int(row[0])
-
-    log(f"  {await store.backend.run(failed, write=False):,} failed tool calls")
+    await _kept.execute(store, _corpus_sql(store.dialect, sessions))
+    await _kept.analyze(store)
+    log(f"  {await _kept.count(store, 'tool_calls', failed_sql()):,} failed tool calls")
 
 
 # (case, what Store.sessions / count_sessions is called with).
@@ -167,7 +145,7 @@ async def main_async(args: argparse.Namespace) -> int:
     else:
         store = Store.open(Path(args.dir) / f"catalogue-{args.sessions}.db")
     try:
-        existing = await _count(store)
+        existing = await _kept.count(store, "sessions")
         if existing != args.sessions:
             if existing:
                 raise SystemExit(f"{store.label} holds {existing} sessions: delete it")
@@ -182,35 +160,13 @@ async def main_async(args: argparse.Namespace) -> int:
         t = row.timing
         print(f"{row.case:34} {t.min_ms:7.1f}ms {t.median_ms:7.1f}ms {t.max_ms:7.1f}ms")
     targets = [Target(f"{case} (ms)", (case, "turnstore"), TARGET_MS) for case, _, _ in CASES]
-    evaluated = [target.evaluate(results) for target in targets]
-    print()
-    print(targets_table(evaluated))
-    if args.json:
-        write_json(
-            args.json,
-            {
-                "environment": environment(),
-                "sessions": args.sessions,
-                "results": [r.as_dict() for r in results.rows],
-                "targets": evaluated,
-            },
-        )
-    return 0 if all(t["verdict"] != "MISS" for t in evaluated) else 1
+    return _kept.report(results, targets, args.json, sessions=args.sessions)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=int, default=100_000, help="sessions (3 runs each)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed calls per case")
-    parser.add_argument("--postgres", metavar="URL", help="benchmark PostgreSQL instead")
-    parser.add_argument("--dir", default="bench/results", help="where the SQLite file is kept")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    args = parser.parse_args(argv)
-    if not args.postgres:
-        Path(args.dir).mkdir(parents=True, exist_ok=True)
-    result: int = run(lambda: main_async(args))
-    return result
+    size = ("--sessions", 100_000, "sessions (3 runs each)")
+    return _kept.main(__doc__ or "", size, 7, main_async, argv)
 
 
 if __name__ == "__main__":

@@ -34,17 +34,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    Results,
-    Target,
-    environment,
-    make_turn,
-    measure,
-    medians_table,
-    run,
-    targets_table,
-    write_json,
-)
+import _kept
+from _common import Results, Target, make_turn, measure, medians_table
 from turnstore import FIRST_PAGE, PageCursor, Store
 from turnstore.core import append, catalogue
 from turnstore.core.append import GraftRun
@@ -95,23 +86,6 @@ async def build(store: Store, runs: int, log: Any) -> None:
         done = min(runs, first + CHUNK)
         rate = done / (time.perf_counter() - began)
         log(f"  built {done:,} / {runs:,} runs ({rate:,.0f} runs/s)")
-
-
-async def _analyze(store: Store) -> None:
-    """Planner statistics, as a live database would have them after its first autovacuum."""
-
-    def op() -> Op[None]:
-        yield Query("ANALYZE", raw=True)
-
-    await store.backend.run(op, write=True)
-
-
-async def _count(store: Store, table: str) -> int:
-    def op() -> Op[int]:
-        row = yield Query(f"SELECT count(*) FROM {table}", fetch=Fetch.ONE, raw=True)
-        return int(row[0])
-
-    return await store.backend.run(op, write=False)
 
 
 def _like_scan(store: Store, pattern: str) -> Any:
@@ -224,47 +198,26 @@ async def main_async(args: argparse.Namespace) -> int:
         store = Store.open(path)
         where = str(path)
     try:
-        existing = await _count(store, "runs")
+        existing = await _kept.count(store, "runs")
         if existing != args.runs:
             if existing:
                 raise SystemExit(f"{where} holds {existing} runs, not {args.runs}: delete it")
             log(f"building {args.runs:,} runs in {where}")
             await build(store, args.runs, log)
-            await _analyze(store)
+            await _kept.analyze(store)
         results, targets = await bench(store, args.runs, args.repeats, log)
     finally:
         await store.aclose()
     print(f"\nturnstore queries, {args.runs:,} sessions/runs, {where}\n")
     print(medians_table(results, ["turnstore"]))
-    evaluated = [target.evaluate(results) for target in targets]
-    print()
-    print(targets_table(evaluated))
-    if args.json:
-        write_json(
-            args.json,
-            {
-                "environment": environment(),
-                "runs": args.runs,
-                "results": [r.as_dict() for r in results.rows],
-                "targets": evaluated,
-            },
-        )
-    return 0 if all(t["verdict"] != "MISS" for t in evaluated) else 1
+    return _kept.report(results, targets, args.json, runs=args.runs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the benchmark."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=100_000, help="sessions (one run each)")
-    parser.add_argument("--repeats", type=int, default=200, help="timed calls per figure")
-    parser.add_argument("--postgres", metavar="URL", help="benchmark Postgres instead")
-    parser.add_argument("--dir", default="bench/results", help="where the SQLite file is kept")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    args = parser.parse_args(argv)
-    if not args.postgres:
-        Path(args.dir).mkdir(parents=True, exist_ok=True)
-    result: int = run(lambda: main_async(args))
-    return result
+    return _kept.main(
+        __doc__ or "", ("--runs", 100_000, "sessions (one run each)"), 200, main_async, argv
+    )
 
 
 if __name__ == "__main__":
