@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,6 +34,34 @@ RUNNER_METHODS = ["run", "run_sync", "run_streamed"]
 def Session(request: pytest.FixtureRequest) -> Any:
     """The session class under test."""
     return request.param
+
+
+@pytest.fixture
+def open_session(Session: Any) -> Iterator[Callable[..., Any]]:
+    """``Session(...)``, built as the SDK's tests build it; every one is closed when the test
+    ends (the SDK's tests close each session at their end)."""
+    opened: list[Any] = []
+
+    def open_(*args: Any, **kwargs: Any) -> Any:
+        session = Session(*args, **kwargs)
+        opened.append(session)
+        return session
+
+    yield open_
+    for session in opened:
+        session.close()
+
+
+@pytest.fixture
+def model() -> ScriptedModel:
+    """The model the test's agent runs on: each test enqueues its answers."""
+    return ScriptedModel()
+
+
+@pytest.fixture
+def agent(model: ScriptedModel) -> Agent[Any]:
+    """The SDK tests' agent, ``Agent(name="test", model=model)``."""
+    return Agent(name="test", model=model)
 
 
 def get_text_message(text: str) -> Any:
@@ -65,11 +94,9 @@ async def run_agent_async(
 
 @pytest.mark.parametrize("runner_method", RUNNER_METHODS)
 async def test_session_memory_basic_functionality(
-    Session: Any, runner_method: str, tmp_path: Path
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], runner_method: str, tmp_path: Path
 ) -> None:
-    session = Session("test_session_123", tmp_path / "test_memory.db")
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
+    session = open_session("test_session_123", tmp_path / "test_memory.db")
     model.enqueue([get_text_message("San Francisco")])
     result1 = await run_agent_async(
         runner_method, agent, "What city is the Golden Gate Bridge in?", session=session
@@ -79,21 +106,18 @@ async def test_session_memory_basic_functionality(
     result2 = await run_agent_async(runner_method, agent, "What state is it in?", session=session)
     assert result2.final_output == "California"
     assert len(model.calls[-1].input) > 1
-    session.close()
 
 
 @pytest.mark.parametrize("runner_method", RUNNER_METHODS)
 async def test_session_memory_different_sessions(
-    Session: Any, runner_method: str, tmp_path: Path
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], runner_method: str, tmp_path: Path
 ) -> None:
     db_path = tmp_path / "test_memory.db"
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
-    session_1 = Session("session_1", db_path)
+    session_1 = open_session("session_1", db_path)
     model.enqueue([get_text_message("I like cats")])
     result1 = await run_agent_async(runner_method, agent, "I like cats", session=session_1)
     assert result1.final_output == "I like cats"
-    session_2 = Session("session_2", db_path)
+    session_2 = open_session("session_2", db_path)
     model.enqueue([get_text_message("I like dogs")])
     result2 = await run_agent_async(runner_method, agent, "I like dogs", session=session_2)
     assert result2.final_output == "I like dogs"
@@ -103,12 +127,10 @@ async def test_session_memory_different_sessions(
     )
     assert result3.final_output == "Yes, you mentioned cats"
     assert model.calls[-1].input[0].get("content") == "I like cats"
-    session_1.close()
-    session_2.close()
 
 
-async def test_session_memory_direct(Session: Any, tmp_path: Path) -> None:
-    session = Session("direct_test", tmp_path / "test_direct.db")
+async def test_session_memory_direct(open_session: Any, tmp_path: Path) -> None:
+    session = open_session("direct_test", tmp_path / "test_direct.db")
     items: list[TResponseInputItem] = [
         {"role": "user", "content": "Hello"},
         {"role": "assistant", "content": "Hi there!"},
@@ -122,7 +144,6 @@ async def test_session_memory_direct(Session: Any, tmp_path: Path) -> None:
     assert retrieved[1].get("content") == "Hi there!"
     await session.clear_session()
     assert len(await session.get_items()) == 0
-    session.close()
 
 
 async def test_closed_session_rejects_empty_add_items(Session: Any, tmp_path: Path) -> None:
@@ -132,8 +153,8 @@ async def test_closed_session_rejects_empty_add_items(Session: Any, tmp_path: Pa
         await session.add_items([])
 
 
-async def test_session_memory_pop_item(Session: Any, tmp_path: Path) -> None:
-    session = Session("pop_test", tmp_path / "test_pop.db")
+async def test_session_memory_pop_item(open_session: Any, tmp_path: Path) -> None:
+    session = open_session("pop_test", tmp_path / "test_pop.db")
     assert await session.pop_item() is None
     items: list[TResponseInputItem] = [
         {"role": "user", "content": "Hello"},
@@ -154,13 +175,12 @@ async def test_session_memory_pop_item(Session: Any, tmp_path: Path) -> None:
     assert (popped3.get("role"), popped3.get("content")) == ("user", "Hello")
     assert await session.pop_item() is None
     assert len(await session.get_items()) == 0
-    session.close()
 
 
-async def test_session_memory_pop_different_sessions(Session: Any, tmp_path: Path) -> None:
+async def test_session_memory_pop_different_sessions(open_session: Any, tmp_path: Path) -> None:
     db_path = tmp_path / "test_pop_sessions.db"
-    session_1 = Session("session_1", db_path)
-    session_2 = Session("session_2", db_path)
+    session_1 = open_session("session_1", db_path)
+    session_2 = open_session("session_2", db_path)
     await session_1.add_items([{"role": "user", "content": "Session 1 message"}])
     await session_2.add_items(
         [
@@ -175,12 +195,10 @@ async def test_session_memory_pop_different_sessions(Session: Any, tmp_path: Pat
     assert [item.get("content") for item in session_1_items] == ["Session 1 message"]
     session_2_items = await session_2.get_items()
     assert [item.get("content") for item in session_2_items] == ["Session 2 message 1"]
-    session_1.close()
-    session_2.close()
 
 
-async def test_session_get_items_with_limit(Session: Any, tmp_path: Path) -> None:
-    session = Session("count_test", tmp_path / "test_count.db")
+async def test_session_get_items_with_limit(open_session: Any, tmp_path: Path) -> None:
+    session = open_session("count_test", tmp_path / "test_count.db")
     items: list[TResponseInputItem] = [
         {"role": "user", "content": "Message 1"},
         {"role": "assistant", "content": "Response 1"},
@@ -208,16 +226,13 @@ async def test_session_get_items_with_limit(Session: Any, tmp_path: Path) -> Non
     assert latest_10[0].get("content") == "Message 1"
     assert latest_10[-1].get("content") == "Response 3"
     assert len(await session.get_items(limit=0)) == 0
-    session.close()
 
 
 @pytest.mark.parametrize("runner_method", RUNNER_METHODS)
 async def test_session_memory_appends_list_input_by_default(
-    Session: Any, runner_method: str, tmp_path: Path
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], runner_method: str, tmp_path: Path
 ) -> None:
-    session = Session("test_validation_parametrized", tmp_path / "test_validation.db")
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
+    session = open_session("test_validation_parametrized", tmp_path / "test_validation.db")
     initial_history: list[TResponseInputItem] = [
         {"role": "user", "content": "Earlier message"},
         {"role": "assistant", "content": "Saved reply"},
@@ -227,73 +242,62 @@ async def test_session_memory_appends_list_input_by_default(
     model.enqueue([get_text_message("This should run")])
     await run_agent_async(runner_method, agent, list_input, session=session)
     assert model.calls[-1].input == initial_history + list_input
-    session.close()
 
 
 @pytest.mark.parametrize("runner_method", RUNNER_METHODS)
 async def test_session_callback_prepared_input(
-    Session: Any, runner_method: str, tmp_path: Path
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], runner_method: str, tmp_path: Path
 ) -> None:
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
-    session = Session("session_1", tmp_path / "test_memory.db")
+    session = open_session("session_1", tmp_path / "test_memory.db")
     initial_history: list[TResponseInputItem] = [
         {"role": "user", "content": "Hello there."},
         {"role": "assistant", "content": "Hi, I'm here to assist you."},
     ]
-    try:
-        await session.add_items(initial_history)
+    await session.add_items(initial_history)
 
-        def filter_assistant_messages(history: list[Any], new_input: list[Any]) -> list[Any]:
-            return [item for item in history if item["role"] == "user"] + new_input
+    def filter_assistant_messages(history: list[Any], new_input: list[Any]) -> list[Any]:
+        return [item for item in history if item["role"] == "user"] + new_input
 
-        new_turn_input = [{"role": "user", "content": "What your name?"}]
-        model.enqueue([get_text_message("I'm gpt-4o")])
-        await run_agent_async(
-            runner_method,
-            agent,
-            new_turn_input,
-            session=session,
-            run_config=RunConfig(session_input_callback=filter_assistant_messages),
-        )
-        assert model.calls[-1].input == [initial_history[0], new_turn_input[0]]
-    finally:
-        session.close()
+    new_turn_input = [{"role": "user", "content": "What your name?"}]
+    model.enqueue([get_text_message("I'm gpt-4o")])
+    await run_agent_async(
+        runner_method,
+        agent,
+        new_turn_input,
+        session=session,
+        run_config=RunConfig(session_input_callback=filter_assistant_messages),
+    )
+    assert model.calls[-1].input == [initial_history[0], new_turn_input[0]]
 
 
 @pytest.mark.parametrize("runner_method", RUNNER_METHODS)
 async def test_session_callback_repeating_history_does_not_grow_session(
-    Session: Any, runner_method: str, tmp_path: Path
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], runner_method: str, tmp_path: Path
 ) -> None:
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
-    session = Session("session_repeat", tmp_path / "test_memory.db")
+    session = open_session("session_repeat", tmp_path / "test_memory.db")
 
     def repeat_first(history: list[Any], new_input: list[Any]) -> list[Any]:
         if not history:
             return new_input
         return [*history, history[0], *new_input]
 
-    try:
-        for turn in range(3):
-            model.enqueue([get_text_message(f"assistant {turn}")])
-            await run_agent_async(
-                runner_method,
-                agent,
-                f"user {turn}",
-                session=session,
-                run_config=RunConfig(session_input_callback=repeat_first),
-            )
-        stored = await session.get_items()
-        user_messages = [item for item in stored if item.get("role") == "user"]
-        assert [item.get("content") for item in user_messages] == ["user 0", "user 1", "user 2"]
-        assert len(stored) == 6
-    finally:
-        session.close()
+    for turn in range(3):
+        model.enqueue([get_text_message(f"assistant {turn}")])
+        await run_agent_async(
+            runner_method,
+            agent,
+            f"user {turn}",
+            session=session,
+            run_config=RunConfig(session_input_callback=repeat_first),
+        )
+    stored = await session.get_items()
+    user_messages = [item for item in stored if item.get("role") == "user"]
+    assert [item.get("content") for item in user_messages] == ["user 0", "user 1", "user 2"]
+    assert len(stored) == 6
 
 
-async def test_session_unicode_content(Session: Any, tmp_path: Path) -> None:
-    session = Session("unicode_test", tmp_path / "test_unicode.db")
+async def test_session_unicode_content(open_session: Any, tmp_path: Path) -> None:
+    session = open_session("unicode_test", tmp_path / "test_unicode.db")
     await session.add_items(
         [
             {"role": "user", "content": "こんにちは"},
@@ -303,11 +307,12 @@ async def test_session_unicode_content(Session: Any, tmp_path: Path) -> None:
     )
     retrieved = await session.get_items()
     assert [item.get("content") for item in retrieved] == ["こんにちは", "😊👍", "Привет"]
-    session.close()
 
 
-async def test_session_special_characters_and_sql_injection(Session: Any, tmp_path: Path) -> None:
-    session = Session("special_chars_test", tmp_path / "test_special_chars.db")
+async def test_session_special_characters_and_sql_injection(
+    open_session: Any, tmp_path: Path
+) -> None:
+    session = open_session("special_chars_test", tmp_path / "test_special_chars.db")
     contents = [
         "O'Reilly",
         "DROP TABLE sessions;",
@@ -320,11 +325,10 @@ async def test_session_special_characters_and_sql_injection(Session: Any, tmp_pa
         [{"role": role, "content": content} for role, content in zip(roles, contents, strict=True)]
     )
     assert [item.get("content") for item in await session.get_items()] == contents
-    session.close()
 
 
-async def test_session_concurrent_access(Session: Any, tmp_path: Path) -> None:
-    session = Session("concurrent_test", tmp_path / "test_concurrent.db")
+async def test_session_concurrent_access(open_session: Any, tmp_path: Path) -> None:
+    session = open_session("concurrent_test", tmp_path / "test_concurrent.db")
     items: list[TResponseInputItem] = [
         {"role": "user", "content": f"Message {i}"} for i in range(10)
     ]
@@ -340,28 +344,28 @@ async def test_session_concurrent_access(Session: Any, tmp_path: Path) -> None:
     retrieved = await session.get_items()
     contents = {item.get("content") for item in retrieved}
     assert contents == {f"Message {i}" for i in range(10)}
-    session.close()
 
 
-async def test_failed_add_items_leaves_the_session_usable(Session: Any, tmp_path: Path) -> None:
-    session = Session("rollback_test", tmp_path / "test_rollback.db")
+async def test_failed_add_items_leaves_the_session_usable(
+    open_session: Any, tmp_path: Path
+) -> None:
+    session = open_session("rollback_test", tmp_path / "test_rollback.db")
     unserializable = cast(TResponseInputItem, {"role": "user", "content": object()})
     with pytest.raises(TypeError):
         await session.add_items([unserializable])
     await session.add_items([{"role": "user", "content": "after failure"}])
     assert [item.get("content") for item in await session.get_items()] == ["after failure"]
-    session.close()
 
 
-async def test_session_add_items_exception_propagates_in_streamed(Session: Any) -> None:
-    session = Session("test_exception_session")
+async def test_session_add_items_exception_propagates_in_streamed(
+    open_session: Any, model: ScriptedModel, agent: Agent[Any]
+) -> None:
+    session = open_session("test_exception_session")
 
     async def _failing_add_items(_items: Any) -> None:
         raise RuntimeError("Simulated session.add_items failure")
 
     session.add_items = _failing_add_items
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
     model.enqueue([get_text_message("This should not be reached")])
     result = Runner.run_streamed(agent, "Hello", session=session)
 
@@ -371,42 +375,38 @@ async def test_session_add_items_exception_propagates_in_streamed(Session: Any) 
 
     with pytest.raises(RuntimeError, match=r"Simulated session\.add_items failure"):
         await asyncio.wait_for(consume_stream(), timeout=5.0)
-    session.close()
 
 
 # ---------------------------------------------------------------------------------------------
 # SessionSettings
 
 
-def test_session_settings_default(Session: Any) -> None:
-    session = Session("default_settings_test")
+def test_session_settings_default(open_session: Any) -> None:
+    session = open_session("default_settings_test")
     assert isinstance(session.session_settings, SessionSettings)
     assert session.session_settings.limit is None
-    session.close()
 
 
-def test_session_settings_constructor(Session: Any) -> None:
-    session = Session("constructor_settings_test", session_settings=SessionSettings(limit=5))
+def test_session_settings_constructor(open_session: Any) -> None:
+    session = open_session("constructor_settings_test", session_settings=SessionSettings(limit=5))
     assert session.session_settings is not None
     assert session.session_settings.limit == 5
-    session.close()
 
 
-def test_session_settings_constructor_normalizes_dictionary(Session: Any) -> None:
-    session = Session("dictionary_settings_test", session_settings={"limit": 0})
+def test_session_settings_constructor_normalizes_dictionary(open_session: Any) -> None:
+    session = open_session("dictionary_settings_test", session_settings={"limit": 0})
     assert isinstance(session.session_settings, SessionSettings)
     assert session.session_settings.limit == 0
     assert session.session_settings.resolve({"limit": 4}).limit == 4
-    session.close()
 
 
-def test_session_settings_rejects_unknown_dictionary_fields(Session: Any) -> None:
+def test_session_settings_rejects_unknown_dictionary_fields(open_session: Any) -> None:
     with pytest.raises(TypeError, match="Unknown session settings: limitt"):
-        Session("invalid_settings_test", session_settings={"limitt": 1})
+        open_session("invalid_settings_test", session_settings={"limitt": 1})
 
 
-async def test_get_items_uses_session_settings_limit(Session: Any, tmp_path: Path) -> None:
-    session = Session(
+async def test_get_items_uses_session_settings_limit(open_session: Any, tmp_path: Path) -> None:
+    session = open_session(
         "uses_settings_limit_test",
         tmp_path / "test_settings_limit.db",
         session_settings=SessionSettings(limit=3),
@@ -414,13 +414,12 @@ async def test_get_items_uses_session_settings_limit(Session: Any, tmp_path: Pat
     await session.add_items([{"role": "user", "content": f"Message {i}"} for i in range(5)])
     retrieved = await session.get_items()
     assert [item.get("content") for item in retrieved] == ["Message 2", "Message 3", "Message 4"]
-    session.close()
 
 
 async def test_get_items_explicit_limit_overrides_session_settings(
-    Session: Any, tmp_path: Path
+    open_session: Any, tmp_path: Path
 ) -> None:
-    session = Session(
+    session = open_session(
         "explicit_override_test",
         tmp_path / "test_override.db",
         session_settings=SessionSettings(limit=5),
@@ -428,18 +427,17 @@ async def test_get_items_explicit_limit_overrides_session_settings(
     await session.add_items([{"role": "user", "content": f"Message {i}"} for i in range(10)])
     retrieved = await session.get_items(limit=2)
     assert [item.get("content") for item in retrieved] == ["Message 8", "Message 9"]
-    session.close()
 
 
-async def test_runner_with_session_settings_override(Session: Any, tmp_path: Path) -> None:
-    session = Session(
+async def test_runner_with_session_settings_override(
+    open_session: Any, model: ScriptedModel, agent: Agent[Any], tmp_path: Path
+) -> None:
+    session = open_session(
         "runner_override_test",
         tmp_path / "test_runner_override.db",
         session_settings=SessionSettings(limit=100),
     )
     await session.add_items([{"role": "user", "content": f"Turn {i}"} for i in range(10)])
-    model = ScriptedModel()
-    agent = Agent(name="test", model=model)
     model.enqueue([get_text_message("Got it")])
     await Runner.run(
         agent,
@@ -449,35 +447,34 @@ async def test_runner_with_session_settings_override(Session: Any, tmp_path: Pat
     )
     history = [item for item in model.calls[-1].input if item.get("content") != "New question"]
     assert len(history) == 2
-    session.close()
 
 
 # ---------------------------------------------------------------------------------------------
 # SQLiteSession's constructor and attributes, and its TypeErrors (issue 30)
 
 
-def test_the_positional_constructor_and_attributes(Session: Any, tmp_path: Path) -> None:
+def test_the_positional_constructor_and_attributes(open_session: Any, tmp_path: Path) -> None:
     path = tmp_path / "positional.db"
-    session = Session("s", path, "agent_sessions", "agent_messages", {"limit": 2})
+    session = open_session("s", path, "agent_sessions", "agent_messages", {"limit": 2})
     assert isinstance(session, SessionABC)
     assert session.db_path == path
     assert (session.sessions_table, session.messages_table) == ("agent_sessions", "agent_messages")
     assert session.session_settings == SessionSettings(limit=2)
-    session.close()
 
 
 @pytest.mark.parametrize("settings", [{"limitt": 1}, "limit=1", 5])
-def test_session_settings_of_the_wrong_type_are_a_type_error(Session: Any, settings: Any) -> None:
+def test_session_settings_of_the_wrong_type_are_a_type_error(
+    open_session: Any, settings: Any
+) -> None:
     with pytest.raises(TypeError):
-        Session("s", session_settings=settings)
+        open_session("s", session_settings=settings)
 
 
-async def test_a_limit_that_is_not_an_int_is_a_type_error(Session: Any) -> None:
-    session = Session("s")
+async def test_a_limit_that_is_not_an_int_is_a_type_error(open_session: Any) -> None:
+    session = open_session("s")
     await session.add_items([{"role": "user", "content": "q"}])
     with pytest.raises(TypeError):
         await session.get_items("2")
-    session.close()
 
 
 async def test_turnstores_type_errors_are_turnstore_errors() -> None:
