@@ -194,11 +194,12 @@ async def _tables(store: Store) -> set[str]:
 
 
 def _value(column: str, value: Any) -> Any:
-    """A value comparable across backends: times as UTC datetimes, metadata decoded."""
+    """A value comparable across backends: times as UTC datetimes, JSON (metadata, token
+    details) decoded."""
     if value is not None and (column.endswith("_at")):
         when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
         return when.astimezone(timezone.utc)
-    if column == "metadata":
+    if column == "metadata" or column.endswith("_tokens_details"):
         return json.loads(value) if isinstance(value, str) else value
     return value
 
@@ -252,6 +253,9 @@ def assert_rich(tables: dict[str, list[dict[str, Any]]]) -> None:
     assert any(run["kind"] == "compaction" and run["prior_run_id"] is None for run in runs)
     assert any(run["compacted_by"] is not None for run in runs)
     assert any(run["cached_tokens"] and run["reasoning_tokens"] for run in runs)
+    # The token details as the SDK reported them, per run and per model call.
+    assert any(run["input_tokens_details"] and run["output_tokens_details"] for run in runs)
+    assert all(row["input_tokens_details"] for row in tables["model_responses"])
     assert {run["status"] for run in runs} >= {"completed", "interrupted", "compacted"}
     assert any(call["duration_ms"] is not None and call["started_at"] for call in calls)
     assert any(call["output_item_id"] is None for call in calls)

@@ -122,6 +122,22 @@ class FakeCompactionClient:
         return SimpleNamespace(output=[*kept, summary], usage=None)
 
 
+class BilledCompactionClient(FakeCompactionClient):
+    """As ``FakeCompactionClient``, and each compaction request bills ``COMPACT_TOKENS``."""
+
+    async def compact(self, **kwargs: Any) -> Any:
+        compacted = await super().compact(**kwargs)
+        compacted.usage = SimpleNamespace(
+            input_tokens=COMPACT_TOKENS - 1,
+            output_tokens=1,
+            total_tokens=COMPACT_TOKENS,
+            input_tokens_details=None,
+            output_tokens_details=None,
+        )
+        return compacted
+
+
+COMPACT_TOKENS = 1000
 TURNS = 5
 
 
@@ -683,3 +699,31 @@ def test_the_model_sees_the_same_through_tree_moves_and_compactions(
         reference.close()
 
     loop.run_until_complete(check())
+
+
+@needs_hooks
+@pytest.mark.e2e
+async def test_the_compaction_request_s_tokens_never_reach_the_session(store: Store) -> None:
+    """Issue 30 asked that the compaction request's own tokens be recorded. The SDK (0.24)
+    adds them to the Runner's ``RunContextWrapper.usage`` alone, after the session's last
+    write of the run (``OpenAIResponsesCompactionSession._run_compaction``:
+    ``wrapper.usage.add(_response_usage_to_usage(compacted.usage))``); the wrapped session's
+    ``add_items`` is called without the wrapper, the snapshot's ``replace_suffix(start,
+    items)`` carries no usage, no ``RunHooks`` method sees the request (it is not a model
+    call of the Runner) and no trace span records it. So turnstore cannot see them: they are
+    in ``result.context_wrapper.usage`` and nowhere in the store (README, "Compaction")."""
+    session = StructuredSession(new_id(), store)
+    compacting = OpenAIResponsesCompactionSession(
+        session.session_id,
+        session,
+        client=BilledCompactionClient(),  # type: ignore[arg-type]
+        compaction_mode="input",
+        should_trigger_compaction=lambda context: True,
+    )
+    agent = scripted_agent()
+    result = await Runner.run(agent, "question 0", session=compacting, hooks=session.hooks)
+    compactions = [run for run in await session.runs() if run.kind == "compaction"]
+    assert compactions  # the compaction ran, and billed its request
+    assert result.context_wrapper.usage.total_tokens == 2 * TOKENS_PER_CALL + COMPACT_TOKENS
+    stored = await store.usage("session", session_id=session.session_id)
+    assert [row.usage.total_tokens for row in stored] == [2 * TOKENS_PER_CALL]

@@ -223,7 +223,10 @@ async def test_a_long_conversation_written_before_the_cascade_went_can_be_delete
         await build_chain(store, "long", 1_000)
         await store.add_items("s", [user("q1"), assistant("a1")])
         await store.add_items("s", [user("q2")])
-        newest = (await store.runs("s"))[-1].id
+        # Read by that version's columns: today's runs() selects columns it lacks.
+        ((newest,),) = await _raw(
+            store, "SELECT max(id) FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
+        )
         assert await store.pop_item("s") == user("q2")  # the newest run goes
     finally:
         await store.aclose()
@@ -253,9 +256,11 @@ async def test_tool_errors_stored_before_they_were_searchable_are_found(
                 output("c2", "Tool 'lookup' timed out after 5 seconds."),
             ],
         )
-        [run] = await store.runs("s")
+        ((run_id,),) = await _raw(  # that version's columns (see above)
+            store, "SELECT id FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
+        )
         outcome = ToolOutcome("divide", "{}", 0, "failed", "ZeroDivisionError: by zero")
-        await store._record_spans("s", [span_record(store, run.id, 1, outcome=outcome)])
+        await store._record_spans("s", [span_record(store, run_id, 1, outcome=outcome)])
     finally:
         await store.aclose()
     with Store.open(target, **options) as upgraded:

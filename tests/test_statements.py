@@ -39,7 +39,7 @@ from turnstore.core.ops import (
     Value,
     Values,
 )
-from turnstore.core.tables import TOKEN_COLUMNS, usage_from_row, usage_params
+from turnstore.core.tables import DETAIL_COLUMNS, TOKEN_COLUMNS, usage_from_row, usage_params
 from turnstore.domain.model import Usage
 from turnstore.sqlite.sql import SYNTAX as SQLITE_SYNTAX
 
@@ -162,11 +162,15 @@ def test_row_types_that_extend_another_keep_its_columns_first() -> None:
 
 
 def test_the_token_columns_are_usage_s_fields() -> None:
-    assert tuple(Usage.__slots__) == TOKEN_COLUMNS
-    usage = Usage(1, 2, 3, 4, 5, 6)
-    assert usage_params(usage) == dict(zip(TOKEN_COLUMNS, range(1, 7), strict=True))
+    assert tuple(Usage.__slots__) == TOKEN_COLUMNS + DETAIL_COLUMNS
+    usage = Usage(1, 2, 3, 4, 5, 6, {"cache_write_tokens": 7}, {"reasoning_tokens": 6})
+    assert usage_params(usage) == {
+        **dict(zip(TOKEN_COLUMNS, range(1, 7), strict=True)),
+        "input_tokens_details": '{"cache_write_tokens": 7}',
+        "output_tokens_details": '{"reasoning_tokens": 6}',
+    }
     row = R.UsageSumRow("k", 1, *range(1, 7))
-    assert usage_from_row(row) == usage
+    assert usage_from_row(row) == Usage(1, 2, 3, 4, 5, 6)
     for statement in (S.INSERT_MODEL_RESPONSE, S.ADD_RUN_USAGE, S.SET_RUN_USAGE):
         for sql in (sqlite.SQL[statement], postgres.SQL[statement]):
-            assert all(column in sql for column in TOKEN_COLUMNS), statement.name
+            assert all(column in sql for column in TOKEN_COLUMNS + DETAIL_COLUMNS), statement.name

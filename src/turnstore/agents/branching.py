@@ -60,14 +60,29 @@ def _turn(run: Run) -> dict[str, Any]:
     }
 
 
+def _nested(details: dict[str, int]) -> dict[str, Any] | None:
+    """Token details in the SDK's shape: dotted names (``Usage``) as nested objects."""
+    if not details:
+        return None
+    nested: dict[str, Any] = {}
+    for name, count in details.items():
+        *path, last = name.split(".")
+        place = nested
+        for key in path:
+            place = place.setdefault(key, {})
+        place[last] = count
+    return nested
+
+
 def _usage(run: Run) -> dict[str, Any]:
     return {
         "requests": run.usage.requests,
         "input_tokens": run.usage.input_tokens,
         "output_tokens": run.usage.output_tokens,
         "total_tokens": run.usage.total_tokens,
-        "input_tokens_details": {"cached_tokens": run.usage.cached_tokens},
-        "output_tokens_details": {"reasoning_tokens": run.usage.reasoning_tokens},
+        # As the SDK reported them (AdvancedSQLiteSession's turn_usage holds them as JSON too)
+        "input_tokens_details": _nested(run.usage.input_tokens_details),
+        "output_tokens_details": _nested(run.usage.output_tokens_details),
     }
 
 

@@ -7,14 +7,16 @@ import dataclasses
 import functools
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.ops import finish_write
 from ..domain import validate
 from ..domain.model import (
+    DETAIL_FIELDS,
+    TOKEN_FIELDS,
     Annotation,
     AnnotationSource,
     Branch,
@@ -23,6 +25,7 @@ from ..domain.model import (
     SessionPatch,
     Usage,
 )
+from ..domain.tokens import usage_sum, usage_with
 from ..domain.turns import BranchRef, RunRef
 from ..errors import ClosedError, InvalidOperationError
 from ..importers import adopt
@@ -79,16 +82,16 @@ def _call_of(wrapper: Any, session_id: str, *, reading: bool) -> _Call | None:
 
 def _since(usage: Usage, counted: Usage) -> Usage:
     """The usage accrued since ``counted``; all of it when the wrapper's count went back."""
-    delta = {f.name: getattr(usage, f.name) - getattr(counted, f.name) for f in fields(Usage)}
-    return Usage(**delta) if min(delta.values()) >= 0 else usage
-
-
-def _sum(usages: Iterable[Usage]) -> Usage:
-    total = {f.name: 0 for f in fields(Usage)}
-    for usage in usages:
-        for name in total:
-            total[name] += getattr(usage, name)
-    return Usage(**total)
+    counts = [getattr(usage, name) - getattr(counted, name) for name in TOKEN_FIELDS]
+    inputs, outputs = (
+        {key: n - getattr(counted, name).get(key, 0) for key, n in getattr(usage, name).items()}
+        for name in DETAIL_FIELDS
+    )
+    if min([*counts, *inputs.values(), *outputs.values()]) < 0:
+        return usage
+    return usage_with(
+        counts, {k: n for k, n in inputs.items() if n}, {k: n for k, n in outputs.items() if n}
+    )
 
 
 def _sdk_snapshot_type() -> Any:
@@ -283,7 +286,7 @@ class StructuredSession(BranchingMixin):
         if delta is None and telemetry is not None and telemetry.responses:
             # No run context (a wrapper such as the SDK's compaction session passes none):
             # the run's tokens are those of the model calls ``hooks`` saw since the last write.
-            delta = _sum(record.usage for record in telemetry.responses)
+            delta = usage_sum(record.usage for record in telemetry.responses)
         info = self._pending_info
         try:
             run_id = await store.add_items(

@@ -15,7 +15,7 @@ from ..domain.toolcalls import failed_sql
 from .annotation_sql import FILTERS, AnnotationRow
 from .ops import All, Statement
 from .results import RunItemRow
-from .tables import RunRow, check_extends, columns
+from .tables import DetailsText, RunRow, check_extends, columns
 
 __all__ = ["STATEMENTS", "DatasetRunRow"]
 
@@ -38,6 +38,8 @@ class DatasetRunRow(NamedTuple):
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
+    input_tokens_details: DetailsText | None
+    output_tokens_details: DetailsText | None
     item_count: int
     created_at: Any
     updated_at: Any

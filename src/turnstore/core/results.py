@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .tables import DetailsText
+
 
 class HeadRow(NamedTuple):
     """A session's head run, as an append needs it (``lock.Head``)."""
@@ -145,6 +147,8 @@ class ModelResponseRow(NamedTuple):
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
+    input_tokens_details: DetailsText | None
+    output_tokens_details: DetailsText | None
     started_at: Any | None
     completed_at: Any
     latency_ms: float | None

@@ -14,7 +14,7 @@ from . import statements as S
 from . import usage_sql as U
 from .annotation_sql import annotation_stats_sql
 from .ops import Statement
-from .sql import add_usage_sql, cost_parts_sql, response_usage_sql, token_sums
+from .sql import add_usage_sql, cost_parts_sql, details_sum_sql, response_usage_sql, token_sums
 from .syntax import Syntax
 from .tables import TOOL_CALL_COLUMNS
 
@@ -78,7 +78,9 @@ def _copies(syntax: Syntax) -> dict[Statement, str]:
         S.COPY_TOOL_CALLS: S.copy_tool_calls_sql(syntax.greatest),
         S.RUN_TOOL_CALL_IDS: S.run_tool_call_ids_sql(syntax.greatest),
         S.PUT_SESSION: S.put_session_sql(syntax.param("metadata", "jsonb")),
-        S.ADD_RUN_USAGE: add_usage_sql(syntax.least, "session_id = :sid AND id = :id"),
+        S.ADD_RUN_USAGE: add_usage_sql(
+            syntax.least, "session_id = :sid AND id = :id", lambda c: details_sum_sql(syntax, c)
+        ),
         S.SLOWEST_SPANS_BY_ALL: S.slowest_spans_sql(syntax.key_is("kind", "kind")),
     }
 

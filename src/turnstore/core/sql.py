@@ -4,10 +4,17 @@ claim. ``core.statements`` and each dialect's ``sql`` call these with what diffe
 
 from __future__ import annotations
 
-from .tables import TOKEN_COLUMNS
+from collections.abc import Callable
+
+from .syntax import Syntax
+from .tables import DETAIL_COLUMNS, TOKEN_COLUMNS
 
 TOKENS = ", ".join(TOKEN_COLUMNS)
 """The token columns, as a select or insert list."""
+USAGE = ", ".join((*TOKEN_COLUMNS, *DETAIL_COLUMNS))
+"""The token and token details columns, as an insert list."""
+USAGE_PARAMS = ", ".join(f":{column}" for column in (*TOKEN_COLUMNS, *DETAIL_COLUMNS))
+"""``USAGE``'s parameters, named as the columns."""
 
 
 def tokens(alias: str) -> str:
@@ -79,23 +86,41 @@ def cost_parts_sql(
 _TOKEN_MAX = {"requests": ":max_requests"}
 
 
-def add_usage_sql(least: str, where: str) -> str:
-    """``ADD_RUN_USAGE`` in a dialect whose two-argument minimum is ``least``."""
+def add_usage_sql(least: str, where: str, details: Callable[[str], str]) -> str:
+    """``ADD_RUN_USAGE`` in a dialect whose two-argument minimum is ``least`` and whose sum of
+    a details column and its parameter, field by field, ``details`` writes."""
     sets = "".join(
         f"\n            {column} = {least}({column}, {_TOKEN_MAX.get(column, ':max')} - :{column})"
         f" + :{column},"
         for column in TOKEN_COLUMNS
     )
+    merges = "".join(f"\n            {column} = {details(column)}," for column in DETAIL_COLUMNS)
     return f"""
         -- A sum stops at its column's largest value: a usage figure never fails a turn.
-        UPDATE runs SET{sets}
+        UPDATE runs SET{sets}{merges}
             updated_at = :now
         WHERE {where}"""
 
 
+def details_sum_sql(syntax: Syntax, column: str) -> str:
+    """A token details column plus its parameter, field by field (each sum stopping at the
+    largest count, as the token columns' do); the column as it is when the parameter is NULL.
+    A field holding no integer is left out (the SDK's details hold counts alone)."""
+    param = syntax.param(column, "jsonb")
+    return f"""CASE WHEN {param} IS NULL THEN {column} ELSE (
+                SELECT {syntax.json_object}(f.name, f.total) FROM (
+                    SELECT j.key AS name, CASE WHEN count(*) = 1 THEN max(j.n)
+                        ELSE {syntax.least}(max(j.n), :max - min(j.n)) + min(j.n) END AS total
+                    FROM (SELECT m.key, CAST(m.value AS BIGINT) AS n
+                          FROM (SELECT {column} AS d UNION ALL SELECT {param}) x,
+                               {syntax.json_members}(x.d) m
+                          WHERE {syntax.json_count("m")}) j
+                    GROUP BY j.key) f) END"""
+
+
 def set_usage_sql(where: str) -> str:
     """``SET_RUN_USAGE`` of the runs ``where`` selects."""
-    sets = ", ".join(f"{column} = :{column}" for column in TOKEN_COLUMNS)
+    sets = ", ".join(f"{column} = :{column}" for column in (*TOKEN_COLUMNS, *DETAIL_COLUMNS))
     return f"""
         UPDATE runs SET {sets}, updated_at = :now
         WHERE {where}"""

@@ -34,11 +34,10 @@ from .results import (
     SpanRow,
     ToolStatsRow,
 )
-from .sql import TOKENS, set_usage_sql
+from .sql import USAGE, USAGE_PARAMS, set_usage_sql
 from .tables import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
-    TOKEN_COLUMNS,
     TOOL_CALL_COLUMNS,
     CopyToolCallRow,
     PathWindowRow,
@@ -198,9 +197,9 @@ INSERT_MODEL_RESPONSE = Execute(
     "insert_model_response",
     f"""
         INSERT INTO model_responses (session_id, run_id, agent_name, model, response_id,
-            request_id, {TOKENS}, started_at, completed_at, latency_ms)
+            request_id, {USAGE}, started_at, completed_at, latency_ms)
         VALUES (:sid, :run_id, :agent_name, :model, :response_id, :request_id,
-            {", ".join(":" + column for column in TOKEN_COLUMNS)},
+            {USAGE_PARAMS},
             :started_at, :completed_at, :latency_ms)""",
 )
 SET_RUN_AGENT = Execute(
@@ -369,23 +368,22 @@ TOOL_STATS_BY_TOOL = All("tool_stats_by_tool", row=ToolStatsRow)
 TOOL_STATS_BY_ALL = All("tool_stats_by_all", row=ToolStatsRow)
 
 # Model calls recorded by session.hooks.
-MODEL_RESPONSES = """
-        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {tokens},
-            started_at, completed_at, latency_ms
-        FROM model_responses WHERE {condition} ORDER BY id DESC LIMIT :limit"""
+MODEL_RESPONSES = f"""
+        SELECT {columns(ModelResponseRow)}
+        FROM model_responses WHERE {{condition}} ORDER BY id DESC LIMIT :limit"""
 MODEL_RESPONSES_BY_RUN = All(
     "model_responses_by_run",
-    MODEL_RESPONSES.format(tokens=TOKENS, condition=BY_RUN),
+    MODEL_RESPONSES.format(condition=BY_RUN),
     row=ModelResponseRow,
 )
 MODEL_RESPONSES_BY_SESSION = All(
     "model_responses_by_session",
-    MODEL_RESPONSES.format(tokens=TOKENS, condition="session_id = :sid"),
+    MODEL_RESPONSES.format(condition="session_id = :sid"),
     row=ModelResponseRow,
 )
 MODEL_RESPONSES_BY_ALL = All(
     "model_responses_by_all",
-    MODEL_RESPONSES.format(tokens=TOKENS, condition="1 = 1"),
+    MODEL_RESPONSES.format(condition="1 = 1"),
     row=ModelResponseRow,
 )
 
@@ -542,8 +540,7 @@ COPY_TOOL_CALLS = All("copy_tool_calls", row=CopyToolCallRow)
 COPY_MODEL_RESPONSES = All(
     "copy_model_responses",
     f"""
-        SELECT id, session_id, run_id, agent_name, model, response_id, request_id, {TOKENS},
-            started_at, completed_at, latency_ms
+        SELECT {columns(ModelResponseRow)}
         FROM model_responses
         WHERE session_id = :sid AND run_id BETWEEN :first AND :last ORDER BY id""",
     row=ModelResponseRow,
@@ -583,10 +580,10 @@ COPY_RUN = Insert(
     "copy_run",
     f"""
         INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
-                          agent_name, model, status, {TOKENS}, item_count, created_at,
+                          agent_name, model, status, {USAGE}, item_count, created_at,
                           updated_at, kind, prior_run_id, compacted_by)
         VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :agent_name,
-                :model, :status, {", ".join(":" + column for column in TOKEN_COLUMNS)},
+                :model, :status, {USAGE_PARAMS},
                 :item_count, :created_at, :updated_at, :kind, :prior_run_id, :compacted_by)""",
 )
 SET_COMPACTED_BY = Execute(

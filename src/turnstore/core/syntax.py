@@ -38,6 +38,12 @@ class Syntax:
     """The function giving the greatest of its arguments."""
     least: str
     """The function giving the least of its arguments."""
+    json_members: str
+    """The function giving a JSON object's members as rows (``key``, ``value``)."""
+    json_object: str
+    """The aggregate building a JSON object of (name, value) rows."""
+    json_count: Callable[[str], str]
+    """Whether the member ``alias`` (a row of ``json_members``) holds an integer."""
 
     def param(self, name: str, sql_type: str) -> str:
         """The parameter ``:name``, cast to ``sql_type`` where the dialect needs it typed."""

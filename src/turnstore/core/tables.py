@@ -3,8 +3,8 @@
 Each row type is a NamedTuple whose fields are the columns a statement selects, in order;
 the driver builds it and checks once per statement that the database's column names are the
 fields (see ``core.dialect.check_columns``). The token columns are declared once, by the
-model's ``Usage``: ``TOKEN_COLUMNS`` is its fields, in order, and every SQL fragment, row and
-sum of tokens is written from it.
+model's ``Usage``: ``TOKEN_COLUMNS`` is its counts, in order, and every SQL fragment, row and
+sum of tokens is written from it; ``DETAIL_COLUMNS`` its token details (JSON).
 """
 
 from __future__ import annotations
@@ -16,20 +16,30 @@ from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NewType
 
 from ..domain import validate
-from ..domain.model import Run, SessionInfo, ToolCall, Usage
+from ..domain.model import (
+    DETAIL_FIELDS,
+    TOKEN_FIELDS,
+    Run,
+    SessionInfo,
+    ToolCall,
+    Usage,
+)
+from ..domain.tokens import clamped_details, usage_with
 from ..domain.units import kept_ms
 from ..errors import InvalidOperationError
 
 __all__ = [
+    "DETAIL_COLUMNS",
     "RUN_COLUMNS",
     "SESSION_COLUMNS",
     "TOKEN_COLUMNS",
     "TOOL_CALL_COLUMNS",
     "TOOL_CALL_FROM_ITEM",
     "CopyToolCallRow",
+    "DetailsText",
     "PathWindowRow",
     "RunRow",
     "SessionRow",
@@ -37,9 +47,11 @@ __all__ = [
     "as_datetime",
     "check_extends",
     "columns",
+    "details_param",
     "run_from_row",
     "session_columns",
     "session_from_row",
+    "stored_details",
     "stored_metadata",
     "stored_time",
     "tool_call_from_row",
@@ -50,26 +62,60 @@ __all__ = [
 
 log = logging.getLogger("turnstore")
 
-TOKEN_COLUMNS: tuple[str, ...] = tuple(field.name for field in fields(Usage))
-"""The token columns of runs and model_responses: ``Usage``'s fields, named alike."""
+TOKEN_COLUMNS: tuple[str, ...] = TOKEN_FIELDS
+"""The token columns of runs and model_responses: ``Usage``'s counts, named alike."""
+DETAIL_COLUMNS: tuple[str, ...] = DETAIL_FIELDS
+"""The token details' columns of runs and model_responses: JSON objects, named as ``Usage``'s
+fields (and as the SDK's and AdvancedSQLiteSession's ``turn_usage``'s)."""
+
+DetailsText = NewType("DetailsText", str)
+"""A token details column's value: JSON text of an object of counts."""
 
 _tokens = attrgetter(*TOKEN_COLUMNS)
 
 
+def stored_details(value: Any) -> dict[str, int]:
+    """A token details column as the driver returned it (JSON text, SQLite; a dict, jsonb):
+    its counts. NULL, and text that is no JSON object of counts (written by hand), are
+    ``{}``: a listing never fails on it."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return clamped_details(value)
+
+
+def details_param(details: dict[str, int]) -> str | None:
+    """Token details as a statement parameter: JSON text; None (NULL) for none."""
+    return json.dumps(details, sort_keys=True) if details else None
+
+
 def usage_from_row(row: Any) -> Usage:
-    """The ``Usage`` of a row that holds the token columns (by name; a sum may be NULL)."""
-    return Usage(*(int(value or 0) for value in _tokens(row)))
+    """The ``Usage`` of a row that holds the token columns (by name; a sum may be NULL), and
+    its token details where it has them."""
+    inputs, outputs = (stored_details(getattr(row, name, None)) for name in DETAIL_COLUMNS)
+    counts = [int(value or 0) for value in _tokens(row)]
+    return usage_with(counts, inputs, outputs)
 
 
-def usage_params(usage: Usage) -> dict[str, int]:
+def usage_params(usage: Usage) -> dict[str, Any]:
     """The token columns of ``usage`` as statement parameters, named as the columns."""
-    return dict(zip(TOKEN_COLUMNS, _tokens(usage), strict=True))
+    params: dict[str, Any] = dict(zip(TOKEN_COLUMNS, _tokens(usage), strict=True))
+    for name in DETAIL_COLUMNS:
+        params[name] = details_param(getattr(usage, name))
+    return params
 
 
 def columns(row: type[Any], alias: str = "") -> str:
-    """The select list of a row type: its fields, as columns of the table ``alias``."""
+    """The select list of a row type: its fields, as columns of the table ``alias``; token
+    details as JSON text on every backend (PostgreSQL's driver would decode jsonb, which a
+    copy could not write back as it is)."""
     prefix = f"{alias}." if alias else ""
-    return ", ".join(prefix + name for name in row._fields)
+    return ", ".join(
+        f"CAST({prefix}{name} AS TEXT) AS {name}" if name in DETAIL_COLUMNS else prefix + name
+        for name in row._fields
+    )
 
 
 def as_datetime(value: Any) -> datetime:
@@ -108,6 +154,8 @@ class RunRow(NamedTuple):
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
+    input_tokens_details: DetailsText | None
+    output_tokens_details: DetailsText | None
     item_count: int
     created_at: Any
     updated_at: Any
@@ -134,6 +182,8 @@ class PathWindowRow(NamedTuple):
     total_tokens: int
     cached_tokens: int
     reasoning_tokens: int
+    input_tokens_details: DetailsText | None
+    output_tokens_details: DetailsText | None
     item_count: int
     created_at: Any
     updated_at: Any
@@ -161,7 +211,7 @@ def run_from_row(row: RunRow | PathWindowRow) -> Run:
         agent_name=row.agent_name,
         model=row.model,
         status=row.status,
-        usage=Usage(*_tokens(row)),
+        usage=usage_from_row(row),
         item_count=row.item_count,
         created_at=as_datetime(row.created_at),
         updated_at=as_datetime(row.updated_at),

@@ -26,7 +26,14 @@ from .annotation_sql import CopyAnnotationRow
 from .ops import Op
 from .results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
 from .search_index import index_backlog
-from .tables import CopyToolCallRow, RunRow, SessionRow, as_datetime
+from .tables import (
+    DETAIL_COLUMNS,
+    CopyToolCallRow,
+    RunRow,
+    SessionRow,
+    as_datetime,
+    stored_details,
+)
 
 __all__ = [
     "Bounds",
@@ -305,10 +312,10 @@ def _copy_annotations(
 
 
 # The columns of runs (RunRow holds them all) compared as they are; the links are compared
-# through the id map, times as times.
+# through the id map, times as times, token details as JSON.
 _LINKS = ("id", "session_id", "parent_id", "prior_run_id", "compacted_by")
 _TIMES = ("created_at", "updated_at")
-_PLAIN = tuple(name for name in RunRow._fields if name not in _LINKS + _TIMES)
+_PLAIN = tuple(name for name in RunRow._fields if name not in _LINKS + _TIMES + DETAIL_COLUMNS)
 
 
 def match_runs(runs: Sequence[RunRow], stored: Sequence[RunRow]) -> IdMap | None:
@@ -319,8 +326,17 @@ def match_runs(runs: Sequence[RunRow], stored: Sequence[RunRow]) -> IdMap | None
     pairs = list(zip(runs[: len(stored)], stored, strict=True))
     ids = IdMap({run.id: copied.id for run, copied in pairs})
     for run, copied in pairs:
-        if any(getattr(run, name) != getattr(copied, name) for name in _PLAIN) or any(
-            as_datetime(getattr(run, name)) != as_datetime(getattr(copied, name)) for name in _TIMES
+        if (
+            any(getattr(run, name) != getattr(copied, name) for name in _PLAIN)
+            or any(
+                as_datetime(getattr(run, name)) != as_datetime(getattr(copied, name))
+                for name in _TIMES
+            )
+            # JSON as each database spells it (jsonb reorders and respaces)
+            or any(
+                stored_details(getattr(run, name)) != stored_details(getattr(copied, name))
+                for name in DETAIL_COLUMNS
+            )
         ):
             return None
         for name in ("parent_id", "prior_run_id"):

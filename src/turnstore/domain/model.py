@@ -14,11 +14,13 @@ __all__ = [
     "ANNOTATION_SOURCES",
     "COMPACTED",
     "COMPLETED",
+    "DETAIL_FIELDS",
     "FAILED",
     "FIRST_PAGE",
     "INTERRUPTED",
     "IN_PROGRESS",
     "RUN_STATUSES",
+    "TOKEN_FIELDS",
     "Annotation",
     "AnnotationSource",
     "AnnotationStats",
@@ -71,7 +73,15 @@ ANNOTATION_SOURCES: tuple[AnnotationSource, ...] = ("user", "human", "model", "c
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage of a run (or a sum of runs)."""
+    """Token usage of a run (or a sum of runs).
+
+    ``input_tokens_details`` and ``output_tokens_details`` are the token details as the SDK
+    reports them (``cached_tokens``, ``cache_write_tokens``, ``reasoning_tokens`` and any
+    field a later SDK or provider adds; a nested object's counts under dotted names, e.g.
+    ``cache_write_tokens_details.ttl_30m_tokens``), each summed over the run's model requests
+    (or the runs summed); empty when nothing reported them. ``cached_tokens`` and
+    ``reasoning_tokens`` repeat the two the price table uses, as columns of their own.
+    """
 
     requests: int = 0
     input_tokens: int = 0
@@ -79,6 +89,21 @@ class Usage:
     total_tokens: int = 0
     cached_tokens: int = 0
     reasoning_tokens: int = 0
+    input_tokens_details: dict[str, int] = field(default_factory=dict)
+    output_tokens_details: dict[str, int] = field(default_factory=dict)
+
+
+TOKEN_FIELDS: tuple[str, ...] = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
+"""``Usage``'s counts, in order (its columns of ints)."""
+DETAIL_FIELDS: tuple[str, ...] = ("input_tokens_details", "output_tokens_details")
+"""``Usage``'s token details (JSON objects of counts, stored as they are reported)."""
 
 
 @dataclass(frozen=True, slots=True)

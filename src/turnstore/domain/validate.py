@@ -21,7 +21,6 @@ no lone surrogate (no UTF-8 encoder writes one); JSON values (items, metadata) n
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import math
@@ -33,7 +32,16 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..errors import ArgumentTypeError, ConfigurationError, InvalidOperationError, NotFoundError
-from .model import ResponseRecord, SessionPatch, Telemetry, ToolTiming, Usage
+from .model import (
+    DETAIL_FIELDS,
+    TOKEN_FIELDS,
+    ResponseRecord,
+    SessionPatch,
+    Telemetry,
+    ToolTiming,
+    Usage,
+)
+from .tokens import MAX_INT, clamped, clamped_details, is_count
 
 __all__ = [
     "MAX_BRANCH_NAME",
@@ -72,9 +80,6 @@ __all__ = [
     "text_list",
     "time",
 ]
-
-MAX_INT = 2**63 - 1
-"""The largest integer either backend stores (SQLite INTEGER, PostgreSQL BIGINT)."""
 
 MAX_REQUESTS = 2**31 - 1
 """The most requests a run or model call counts (PostgreSQL keeps them in INTEGER columns)."""
@@ -255,15 +260,14 @@ def _usage_limit(name: str) -> int:
 def clamped_usage(**figures: Any) -> Usage:
     """A ``Usage`` of figures someone else counted (the SDK's), as the database stores them:
     each clamped into 0..its limit (``MAX_REQUESTS`` requests, ``MAX_INT`` tokens), anything
-    not a number 0. Never raises: a turn is never lost because of a usage figure."""
-    clamped = {}
+    not a number 0; details by ``clamped_details``. Never raises (a turn is never lost)."""
+    kept: dict[str, Any] = {}
     for name, value in figures.items():
-        try:
-            number = int(value or 0)
-        except (TypeError, ValueError, OverflowError):  # not a number, NaN, infinity
-            number = 0
-        clamped[name] = min(max(number, 0), _usage_limit(name))
-    return Usage(**clamped)
+        if name in DETAIL_FIELDS:
+            kept[name] = clamped_details(value)
+        else:
+            kept[name] = clamped(value, _usage_limit(name))
+    return Usage(**kept)
 
 
 def lookup_id(value: Any, what: str, not_found: type[NotFoundError] = NotFoundError) -> int:
@@ -347,12 +351,21 @@ def optional_usage(value: Any, name: str = "usage") -> Usage | None:
         return None
     if not isinstance(value, Usage):
         raise ArgumentTypeError(f"{name} must be a turnstore Usage, got {type(value).__name__}")
-    for field in dataclasses.fields(Usage):
-        figure = getattr(value, field.name)
-        if not _is_int(figure) or not 0 <= figure <= _usage_limit(field.name):
+    for field in TOKEN_FIELDS:
+        figure = getattr(value, field)
+        if not _is_int(figure) or not 0 <= figure <= _usage_limit(field):
             raise InvalidOperationError(
-                f"{name}.{field.name} must be an int from 0 to {_usage_limit(field.name)}, "
+                f"{name}.{field} must be an int from 0 to {_usage_limit(field)}, "
                 f"got {shown(figure)}"
+            )
+    for field in DETAIL_FIELDS:
+        details = getattr(value, field)
+        if not isinstance(details, dict) or not all(
+            isinstance(key, str) and is_count(count) for key, count in details.items()
+        ):
+            raise InvalidOperationError(
+                f"{name}.{field} must be a dict of str to ints from 0 to {MAX_INT}, "
+                f"got {shown(details)}"
             )
     return value
 
@@ -625,14 +638,13 @@ def _count(value: Any) -> int | None:
 
 def checked_usage(counts: dict[str, Any]) -> Usage | None:
     """A ``Usage`` of the counts named by its fields, or None if any is not a count the
-    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER)."""
-    checked = {name: _count(counts.get(name)) for name in USAGE_FIELDS}
+    database stores (``validate.optional_usage``: requests fit PostgreSQL's INTEGER); its
+    token details by ``clamped_details``."""
+    checked = {name: _count(counts.get(name)) for name in TOKEN_FIELDS}
     if any(count is None for count in checked.values()):
         return None
+    details = {name: clamped_details(counts.get(name)) for name in DETAIL_FIELDS}
     try:
-        return optional_usage(Usage(**checked))  # type: ignore[arg-type]
+        return optional_usage(Usage(**checked, **details))  # type: ignore[arg-type]
     except InvalidOperationError:
         return None
-
-
-USAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(Usage))

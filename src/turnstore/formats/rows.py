@@ -33,7 +33,6 @@ holds).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -44,11 +43,21 @@ from ..core import annotation_checks
 from ..core.annotation_sql import CopyAnnotationRow
 from ..core.codec import prepare_items
 from ..core.results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
-from ..core.tables import CopyToolCallRow, RunRow, SessionRow, as_datetime, stored_time
+from ..core.tables import (
+    CopyToolCallRow,
+    DetailsText,
+    RunRow,
+    SessionRow,
+    as_datetime,
+    details_param,
+    stored_details,
+    stored_time,
+)
 from ..core.transfer import Chunk
 from ..domain import validate
 from ..domain.jsonout import fields
-from ..domain.model import Run, RunStatus, Usage
+from ..domain.model import TOKEN_FIELDS, Run, RunStatus, Usage
+from ..domain.tokens import is_count
 from ..errors import InvalidOperationError
 
 __all__ = ["ExactSession", "ExportedRun", "RunRows", "exact_session", "rows_by_run", "run_record"]
@@ -59,7 +68,7 @@ R = TypeVar("R")
 _PLACE = ("session_id", "run_id")
 # The columns of a tool call that name items by their place.
 _ITEM_RUNS = ("call_item_run", "output_item_run")
-_USAGE = tuple(f.name for f in dataclasses.fields(Usage))
+_TOKENS = TOKEN_FIELDS
 _STATUSES = frozenset(get_args(RunStatus))
 _KINDS = (None, "compaction")  # a run's kinds (core/compaction.py writes compaction runs)
 
@@ -129,6 +138,8 @@ def _exported(value: Any, check: Check, row: Any, what: str, name: str) -> Any:
         return None
     if check is validate.iso_time:
         return stored_time(value, f"{what} {row.id}'s {name}")
+    if check is _details:  # an object, as the run's usage holds them
+        return stored_details(value)
     if check is _number and not (isinstance(value, (int, float)) and math.isfinite(value)):
         return None
     return value
@@ -150,7 +161,24 @@ def _number(value: Any, name: str) -> float:
     return float(value)
 
 
-_BY_TYPE: dict[Any, Check] = {int: _int, str: validate.text, float: _number, Any: validate.iso_time}
+def _details(value: Any, name: str) -> str | None:
+    """Token details (an object of counts) as the column's JSON text."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(key, str) and is_count(count) for key, count in value.items()
+    ):
+        raise InvalidOperationError(
+            f"{name} must be an object of counts, got {validate.shown(value)}"
+        )
+    return details_param(dict(value))
+
+
+_BY_TYPE: dict[Any, Check] = {
+    int: _int,
+    str: validate.text,
+    float: _number,
+    Any: validate.iso_time,
+    DetailsText: _details,
+}
 
 
 @dataclass(frozen=True)
@@ -186,7 +214,7 @@ def _row(row_type: type[R], record: Any, what: str, **given: Any) -> R:
         for name, check in _columns(row_type).items()
     }
     if "requests" in values:  # the store's limits of token counts (requests fit INTEGER)
-        validate.optional_usage(Usage(**{name: values[name] for name in _USAGE}), what)
+        validate.optional_usage(Usage(**{name: values[name] for name in _TOKENS}), what)
     return row_type(**values)
 
 

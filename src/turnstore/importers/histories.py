@@ -20,6 +20,7 @@ from typing import Any
 
 from ..domain.items import classify
 from ..domain.model import Usage
+from ..domain.tokens import usage_sum
 from ..errors import ConnectionFailedError, SchemaError
 from .base import ReadSource, SourceRun, SourceSession, as_datetime
 
@@ -53,14 +54,7 @@ def add_usage(a: Usage | None, b: Usage | None) -> Usage | None:
     """The sum of two usages (None: none known)."""
     if a is None or b is None:
         return a or b
-    return Usage(
-        requests=a.requests + b.requests,
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        total_tokens=a.total_tokens + b.total_tokens,
-        cached_tokens=a.cached_tokens + b.cached_tokens,
-        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
-    )
+    return usage_sum((a, b))
 
 
 class HistorySource(ReadSource):

@@ -214,20 +214,25 @@ def _item_row(row: sqlite3.Row) -> SourceRow:
 
 
 def _turn_usage(row: sqlite3.Row) -> Usage | None:
-    """A ``turn_usage`` row's usage; None if it holds something that is not a count."""
+    """A ``turn_usage`` row's usage, its token details whole; None if it holds something that
+    is not a count."""
 
-    def detail(column: str, key: str) -> Any:
+    def details(column: str) -> Any:
         data = row[column]
-        parsed = decode_item(data) if data is not None else None
-        return (parsed or {}).get(key)
+        return decode_item(data) if data is not None else None
 
+    inputs, outputs = details("input_tokens_details"), details("output_tokens_details")
     return validate.checked_usage(
         {
             "requests": row["requests"],
             "input_tokens": row["input_tokens"],
             "output_tokens": row["output_tokens"],
             "total_tokens": row["total_tokens"],
-            "cached_tokens": detail("input_tokens_details", "cached_tokens"),
-            "reasoning_tokens": detail("output_tokens_details", "reasoning_tokens"),
+            "cached_tokens": inputs.get("cached_tokens") if isinstance(inputs, dict) else 0,
+            "reasoning_tokens": (
+                outputs.get("reasoning_tokens") if isinstance(outputs, dict) else 0
+            ),
+            "input_tokens_details": inputs,
+            "output_tokens_details": outputs,
         }
     )

@@ -392,4 +392,12 @@ MIGRATIONS: list[list[str]] = [
         WHERE (status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
                OR error IS NOT NULL)""",
     ],
+    # 16: the token details as the SDK reports them, per run and per model call, as jsonb
+    # (as sqlite/ step 17).
+    [
+        "ALTER TABLE runs ADD COLUMN input_tokens_details JSONB",
+        "ALTER TABLE runs ADD COLUMN output_tokens_details JSONB",
+        "ALTER TABLE model_responses ADD COLUMN input_tokens_details JSONB",
+        "ALTER TABLE model_responses ADD COLUMN output_tokens_details JSONB",
+    ],
 ]

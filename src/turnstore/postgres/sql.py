@@ -345,6 +345,9 @@ SYNTAX = Syntax(
     key_is=_key_is,
     greatest="GREATEST",
     least="LEAST",
+    json_members="jsonb_each",
+    json_object="jsonb_object_agg",
+    json_count=lambda alias: f"jsonb_typeof({alias}.value) = 'number'",
 )
 """PostgreSQL's tokens in the statements written once (core.shared_sql)."""
 

@@ -511,4 +511,14 @@ MIGRATIONS: list[list[str]] = [
         WHERE (status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
                OR error IS NOT NULL)""",
     ],
+    # 17: the token details as the SDK reports them (input_tokens_details,
+    # output_tokens_details: every field, each summed over a run's requests), per run and per
+    # model call, as JSON text (as postgres/ step 16). cached_tokens and reasoning_tokens stay
+    # columns of their own (the price table reads them).
+    [
+        "ALTER TABLE runs ADD COLUMN input_tokens_details TEXT",
+        "ALTER TABLE runs ADD COLUMN output_tokens_details TEXT",
+        "ALTER TABLE model_responses ADD COLUMN input_tokens_details TEXT",
+        "ALTER TABLE model_responses ADD COLUMN output_tokens_details TEXT",
+    ],
 ]

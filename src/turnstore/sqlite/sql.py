@@ -342,6 +342,9 @@ SYNTAX = Syntax(
     key_is=lambda column, param: f"{column} = :{param}",
     greatest="max",
     least="min",
+    json_members="json_each",
+    json_object="json_group_object",
+    json_count=lambda alias: f"{alias}.type = 'integer'",
 )
 """SQLite's tokens in the statements written once (core.shared_sql)."""
 

@@ -23,6 +23,7 @@ from ..domain.model import (
 )
 from ..domain.pairs import metadata_pairs
 from ..domain.prices import Prices
+from ..domain.tokens import usage_sum
 from .format import bar_chart, fill_days
 from .params import Params
 
@@ -225,7 +226,7 @@ async def tools_page(store: Store, params: Params) -> dict[str, Any]:
 
 
 def _total(usages: list[Usage]) -> Usage:
-    return Usage(*(sum(getattr(u, name) for u in usages) for name in Usage.__slots__))
+    return usage_sum(usages)
 
 
 async def usage_page(store: Store, params: Params, prices: Prices) -> dict[str, Any]:
