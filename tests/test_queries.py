@@ -8,6 +8,7 @@ a failing tool, a handoff between agents on different models, usage on every mod
 from __future__ import annotations
 
 import base64
+import dataclasses
 import itertools
 import json
 import sqlite3
@@ -465,11 +466,18 @@ async def test_failed_calls_of_every_kind(store: Store) -> None:
     assert rows == [("b",), ("c",), ("d",), ("mcp_1",)]
 
 
+def _counts(usage: Usage) -> Usage:
+    """``usage``'s counts alone (tests/test_token_details.py checks the details)."""
+    return dataclasses.replace(usage, input_tokens_details={}, output_tokens_details={})
+
+
 async def test_model_responses_and_run_attribution(store: Store) -> None:
     built = await build(store)
     run1, run2 = (run.id for run in built["runs1"])
     responses = await store.model_responses(session_id="s1")
-    assert [(r.run_id, r.agent_name, r.model, r.response_id, r.usage) for r in responses] == [
+    assert [
+        (r.run_id, r.agent_name, r.model, r.response_id, _counts(r.usage)) for r in responses
+    ] == [
         (run1, "triage", "model-a", "r1", Usage(1, 10, 5, 15, 0, 0)),
         (run1, "triage", "model-a", "r2", Usage(1, 20, 5, 25, 0, 0)),
         (run1, "billing", "model-b", "r3", Usage(1, 30, 5, 35, 0, 0)),
@@ -484,7 +492,8 @@ async def test_model_responses_and_run_attribution(store: Store) -> None:
     assert await store.model_responses(session_id="s2") == []  # no hooks there
     run_1, run_2 = built["runs1"]
     # The run's agent and model: the last to answer. Its usage: the SDK's cumulative usage.
-    assert (run_1.agent_name, run_1.model, run_1.usage) == (
+    assert responses[3].usage.input_tokens_details["cached_tokens"] == 4  # and every detail
+    assert (run_1.agent_name, run_1.model, _counts(run_1.usage)) == (
         "billing",
         "model-b",
         Usage(3, 60, 15, 75, 0, 0),
