@@ -38,8 +38,10 @@ def counting_round_trips() -> Iterator[RoundTrips]:
     cursor_execute = psycopg.AsyncCursor.execute
 
     async def counting_fetch(self: Any) -> None:
-        if self._conn._pipeline is not None and self._execmany_returning is not False:
-            counted.count += 1  # a statement's result, needed before going on
+        pipelined = self._conn._pipeline is not None and self._execmany_returning is not False
+        # A statement's result, needed before going on; not one that came with an earlier
+        # statement's answer (queries sent together: core.ops.Group).
+        counted.count += pipelined and not self.pgresult
         await fetch(self)
 
     def pending(self: Any) -> bool:

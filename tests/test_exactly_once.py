@@ -55,6 +55,18 @@ async def test_a_repeated_key_applies_a_batch_once(store: Store) -> None:
     assert await store.get_items("s") == [user("q"), assistant("a")]
 
 
+async def test_a_repeated_key_changes_nothing_not_even_the_sessions_time(store: Store) -> None:
+    # A write's first statements (the session's upsert and lock) run beside the check of its
+    # key (core/once.py): a repeat rolls them back.
+    key = new_operation_id()
+    await store.add_items("s", [user("q")], operation_id=key)
+    first = await store.session("s")
+    await asyncio.sleep(0.01)  # a later time for the upsert to stamp
+    await store.add_items("s", [user("q")], operation_id=key)
+    assert await store.session("s") == first
+    assert await _keys(store) == 1
+
+
 async def test_a_repeated_pop_returns_the_first_item_and_pops_once(store: Store) -> None:
     await store.add_items("s", TURNS)
     key = new_operation_id()

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from ..domain import validate
 from ..errors import InvalidOperationError
 from . import statements as S
-from .ops import Op
+from .ops import Fetch, Group, Op, Query, Unchanged
 from .results import ClaimRow
 
 __all__ = ["HEAD", "KEEP_MS", "check_operation_id", "new_operation_id", "once"]
@@ -91,16 +91,38 @@ def once(
     cutoff = max(int(key[:12], 16) - KEEP_MS, 0)
     before = f"{cutoff:012x}"
     head = likely is HEAD
-    claim: ClaimRow | None = yield S.CLAIM_OPERATION(
+    claim_query = S.CLAIM_OPERATION(
         {**params, "before": before, "result": None if head else _stored(likely), "head": head}
     )
+    # The write's first statements go with the claim, up to the first whose result it needs
+    # (the session's lock and head): one round trip on PostgreSQL, not two. Should the key be
+    # found, they ran for nothing, and the transaction is rolled back (Unchanged).
+    leading: list[Query] = []
+    ended = False
+    result: T
+    try:
+        query = next(op)
+        while query.fetch is Fetch.NONE:
+            leading.append(query)
+            query = op.send(None)
+        leading.append(query)
+    except StopIteration as stop:
+        ended, result = True, stop.value
+    answers = yield Group([claim_query, *leading])
+    claim: ClaimRow | None = answers[0]
     if claim is None:  # committed before: answer as the first run did, change nothing
         result_json: str | None = yield S.OPERATION_RESULT(params)
         stored: Any = json.loads(result_json) if result_json is not None else None
-        return stored if replay is None else (yield from replay(stored))
+        raise Unchanged(stored if replay is None else (yield from replay(stored)))
     if claim.stale:  # the session's keys of more than a day ago: a range of the key index
         yield S.FORGET_OPERATIONS({"sid": session_id, "before": before})
-    result = yield from op
+    if not ended:
+        answer = answers[-1]
+        try:
+            while True:
+                answer = yield op.send(answer)
+        except StopIteration as stop:
+            result = stop.value
     if ends_session:
         # Every other key, not only older ones: keys written in the same millisecond as this
         # one order by their random part.

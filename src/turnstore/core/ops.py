@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,11 +36,13 @@ __all__ = [
     "Capability",
     "Execute",
     "Fetch",
+    "Group",
     "Insert",
     "One",
     "Op",
     "Query",
     "Statement",
+    "Unchanged",
     "Value",
     "Values",
     "finish_write",
@@ -68,6 +70,7 @@ class Fetch(Enum):
     # Raw SQL only: (column names, every row) of one statement, which may not be more than one
     # (``turnstore query``: a second statement could end the read-only transaction).
     TABLE = 7
+    GROUP = 8  # a Group: each of its queries' results, in order
 
 
 class Capability(Flag):
@@ -236,6 +239,35 @@ class Query:
 
 
 _new_query = object.__new__
+
+
+class Group(Query):
+    """Queries an operation needs answered together, yielded as one: it receives a tuple of
+    their results, in order. PostgreSQL's driver sends them all before it waits for the
+    first answer (one round trip); SQLite's runs them in a row."""
+
+    __slots__ = ("queries",)
+
+    def __init__(self, queries: Sequence[Query]) -> None:
+        self.queries = tuple(queries)
+        self.statement = "group"
+        self.params = _NO_PARAMS
+        self.fetch = Fetch.GROUP
+        self.raw = False
+
+    def __repr__(self) -> str:
+        return f"Group({list(self.queries)!r})"
+
+
+class Unchanged(Exception):
+    """Raised by an operation to end with ``value`` and none of its writes: the driver rolls
+    the transaction back and returns ``value`` (``core.once``: a write found applied already,
+    after its first statements ran beside the check)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("the operation ends without its writes")
+        self.value = value
+
 
 Op = Generator[Query, Any, T]
 """An operation: yields queries, receives their results, returns its value."""

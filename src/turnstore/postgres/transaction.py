@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import Fetch, Op, Query, step
+from ..core.ops import Fetch, Op, Query, Unchanged, step
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
 from .sql import DIALECT
@@ -119,18 +119,21 @@ class Transactions:
                 await conn.execute(
                     "SELECT set_config('search_path', %s, true)", [self._search_path]
                 )
-                result = await self.drive(conn, op())
-                committing = True
+                try:
+                    result = await self.drive(conn, op())
+                    committing = write
+                except Unchanged as unchanged:
+                    result = unchanged.value
                 # A read is rolled back: what a READ ONLY transaction still lets a statement
                 # do (a user's query creating a large object, a NOTIFY) is never kept.
-                await conn.execute("COMMIT" if write else "ROLLBACK")
+                await conn.execute("COMMIT" if committing else "ROLLBACK")
             return result
         except psycopg.Error as exc:
             if isinstance(exc, TRANSIENT):
                 raise Retry(exc) from exc
             if conn.broken or lost_connection(exc):
                 # Before COMMIT was sent nothing can have been stored: simply run it again.
-                raise Retry(exc, unsettled=write and committing) from exc
+                raise Retry(exc, unsettled=committing) from exc
             raise
         finally:
             if not conn.broken and conn.info.transaction_status in (
@@ -168,35 +171,53 @@ class Transactions:
 
     @staticmethod
     async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
-        sql, capabilities = DIALECT.sql, DIALECT.capabilities
+        capabilities = DIALECT.capabilities
         result: Any = None
         try:
             while True:
                 query = step(op, result, capabilities)
-                statement: Any = query.statement
-                if query.raw:  # the SQL itself (Query's signature says so)
-                    result = await _raw(conn, statement, query)
-                    continue
-                try:
-                    text = sql[statement]
-                except KeyError:
-                    text = DIALECT[statement]  # raises, naming what is lacking
-                # Always with parameters: a rendered statement writes a literal % as %%.
-                cursor = await conn.execute(text, query.params)
-                fetch = query.fetch
-                if fetch is Fetch.NONE:
-                    result = None
-                    continue
-                if fetch is Fetch.ALL or fetch is Fetch.VALUES:
-                    rows = await cursor.fetchall()
-                    DIALECT.check(statement, cursor.description)
-                    result = result_rows(statement, rows)
-                else:  # ONE, VALUE, or ID (the statement's RETURNING id)
-                    row = await cursor.fetchone()
-                    DIALECT.check(statement, cursor.description)
-                    result = result_row(statement, row)
+                if query.fetch is Fetch.GROUP:
+                    # Every query sent before the first answer is awaited: one round trip.
+                    members: tuple[Query, ...] = query.queries  # type: ignore[attr-defined]
+                    sent = [await _send(conn, member) for member in members]
+                    result = tuple([await _receive(member, cursor) for member, cursor in sent])
+                else:
+                    result = await _receive(*(await _send(conn, query)))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+
+async def _send(conn: psycopg.AsyncConnection[Any], query: Query) -> tuple[Query, Any]:
+    """Send ``query`` (in pipeline mode: without waiting); return it with its cursor, or with
+    its result where it is raw SQL (run to its end: ``_raw``)."""
+    statement: Any = query.statement
+    if query.raw:  # the SQL itself (Query's signature says so)
+        return query, await _raw(conn, statement, query)
+    try:
+        text = DIALECT.sql[statement]
+    except KeyError:
+        text = DIALECT[statement]  # raises, naming what is lacking
+    # Always with parameters: a rendered statement writes a literal % as %%.
+    return query, await conn.execute(text, query.params)
+
+
+async def _receive(query: Query, cursor: Any) -> Any:
+    """What ``query`` returns, from the ``cursor`` it was sent on (waiting for it, unless its
+    answer came with an earlier one's)."""
+    fetch = query.fetch
+    if fetch is Fetch.NONE:
+        return None
+    if query.raw:
+        return cursor  # its result already
+    statement: Any = query.statement
+    if fetch is Fetch.ALL or fetch is Fetch.VALUES:
+        rows = await cursor.fetchall()
+        DIALECT.check(statement, cursor.description)
+        return result_rows(statement, rows)
+    # ONE, VALUE, or ID (the statement's RETURNING id)
+    row = await cursor.fetchone()
+    DIALECT.check(statement, cursor.description)
+    return result_row(statement, row)
 
 
 async def _raw(conn: psycopg.AsyncConnection[Any], text: str, query: Query) -> Any:

@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import DRIVING, Capability, Fetch, Op, Query, finish_write, forked_away, utc
+from ..core.ops import (
+    DRIVING,
+    Capability,
+    Fetch,
+    Op,
+    Query,
+    Unchanged,
+    finish_write,
+    forked_away,
+    utc,
+)
 from ..core.schema import migrate_step, stored_version
 from ..domain import validate
 from ..errors import (
@@ -216,33 +226,38 @@ class SQLiteBackend:
         cursor = conn.cursor()  # one for the whole operation: a statement is ~10 us
         execute = cursor.execute
         sql, checked = DIALECT.sql, DIALECT.checked
+
+        def run(query: Query) -> Any:
+            statement: Any = query.statement
+            if query.raw:  # the SQL itself (Query's signature says so)
+                return self._raw(cursor, statement, query)
+            try:
+                text = sql[statement]
+            except KeyError:
+                text = DIALECT[statement]  # raises, naming what is lacking
+            execute(text, query.params)
+            fetch = query.fetch
+            if fetch is Fetch.NONE:
+                return None
+            if fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
+                return cursor.lastrowid
+            if statement not in checked:
+                DIALECT.check(statement, cursor.description)
+            if fetch is Fetch.ALL or fetch is Fetch.VALUES:
+                # Rows straight from the cursor: no list of tuples in between.
+                return result_rows(statement, cursor)
+            return result_row(statement, cursor.fetchone())
+
         result: Any = None
         driving = DRIVING.set(self.capabilities)
         try:
             while True:
                 query = op.send(result)
-                statement: Any = query.statement
-                if query.raw:  # the SQL itself (Query's signature says so)
-                    result = self._raw(cursor, statement, query)
-                    continue
-                try:
-                    text = sql[statement]
-                except KeyError:
-                    text = DIALECT[statement]  # raises, naming what is lacking
-                execute(text, query.params)
-                fetch = query.fetch
-                if fetch is Fetch.NONE:
-                    result = None
-                elif fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
-                    result = cursor.lastrowid
+                if query.fetch is Fetch.GROUP:  # in a row: no round trips to save here
+                    members: tuple[Query, ...] = query.queries  # type: ignore[attr-defined]
+                    result = tuple([run(member) for member in members])
                 else:
-                    if statement not in checked:
-                        DIALECT.check(statement, cursor.description)
-                    if fetch is Fetch.ALL or fetch is Fetch.VALUES:
-                        # Rows straight from the cursor: no list of tuples in between.
-                        result = result_rows(statement, cursor)
-                    else:
-                        result = result_row(statement, cursor.fetchone())
+                    result = run(query)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
@@ -266,7 +281,11 @@ class SQLiteBackend:
             raise ClosedError("the store is closed")
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            result = self._drive(conn, op())
+            try:
+                result = self._drive(conn, op())
+            except Unchanged as unchanged:
+                conn.execute("ROLLBACK")
+                return unchanged.value  # type: ignore[no-any-return]
             conn.execute("COMMIT")
             if write and self._checkpointer is not None:
                 self._checkpointer.poke()
