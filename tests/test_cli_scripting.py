@@ -462,7 +462,9 @@ def test_an_argument_with_a_space_after_its_dash_is_not_an_option(demo_db: str) 
 async def _two_sessions(target: str) -> None:
     async with Store.open(target) as store:
         for sid in ("idle", "busy"):
-            await store.add_items(sid, [user("q"), assistant("a")])
+            run = await store.add_items(sid, [user("q"), assistant("a")])
+            assert run is not None
+            await store.annotate(run, "thumbs", value=0)  # goes with its session, or stays
 
 
 def _age(target: str, session_id: str) -> None:
@@ -489,7 +491,7 @@ def test_prune_dry_run_then_prune(cli_target: str) -> None:
     text = cli("prune", "--idle-for", "90d", "--batch", "2", "--yes", "--db", cli_target).stdout
     assert "Deleted 3 sessions" in text
     assert _sessions(cli_target) == ["busy"]
-    for table in ("runs", "items"):
+    for table in ("runs", "items", "annotations"):
         left = target_sql(cli_target, f"SELECT DISTINCT session_id FROM {table}")
         assert [row[0] for row in left] == ["busy"]
     assert (

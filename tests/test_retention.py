@@ -1,4 +1,5 @@
-"""Retention by time, as docs/scaling.md shows it: idle conversations go whole, others stay."""
+"""Retention by time, as docs/scaling.md shows it: idle conversations go whole (their
+annotations too), others stay."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from turnstore.core.ops import Op, Query
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text(encoding="utf-8")
 LONG_AGO = "'2020-01-01 00:00:00.000000+00:00'"
-TABLES = ("sessions", "runs", "items", "tool_calls")
+TABLES = ("sessions", "runs", "items", "tool_calls", "annotations")
 
 
 async def _write(store: Store, statement: str) -> None:
@@ -30,7 +31,11 @@ async def _write(store: Store, statement: str) -> None:
 async def _two_old_one_new(store: Store) -> None:
     for session_id in ("old-1", "old-2", "new"):
         await store.add_items(session_id, [user("q"), call("c", "tool"), output("c", "o")])
-        await store.add_items(session_id, [assistant("a")])
+        run = await store.add_items(session_id, [assistant("a")])
+        assert run is not None
+        (tool,) = await store.tool_calls(session_id=session_id)
+        await store.annotate(run, "thumbs", value=0)
+        await store.annotate(run, "correct", value=1, tool_call_id=tool.id)
     await _write(
         store,
         f"UPDATE sessions SET updated_at = {LONG_AGO} WHERE session_id IN ('old-1', 'old-2')",
