@@ -32,11 +32,13 @@ from ..domain.model import (
     UsageRow,
 )
 from ..domain.prices import Price, Prices, cost_at
+from ..domain.turns import BranchRef
 from ..domain.units import kept_ms
 from ..errors import ConflictError, InvalidOperationError, SessionNotFoundError
 from . import catalogue_sql as C
 from . import results as R
 from . import statements as S
+from . import turns
 from . import usage_sql as U
 from .adoption import supersede
 from .annotations import stats_from_row
@@ -402,6 +404,7 @@ def usage(
     until: Any,
     prices: Prices | None,
     annotation: str | None = None,
+    branch: BranchRef | None = None,
 ) -> Op[list[UsageRow]]:
     """Token usage summed per group, ordered by key (no key first; runs by id), with its cost
     at ``prices`` (none: ``cost`` None) computed from the tokens now, so a corrected table
@@ -413,9 +416,18 @@ def usage(
     hooks). Days are UTC dates, ``YYYY-MM-DD``. Cost prices each recorded model call at its
     model on the day it completed, and a run without recorded calls at the run's model on
     the day it started; a group with tokens of an unpriced model has cost None and names the
-    models in ``unpriced``.
+    models in ``unpriced``. ``branch`` keeps the runs of that branch's path in the session.
     """
-    params = {"sid": session_id, "user_id": user_id, "since": since, "until": until}
+    run_ids = None
+    if branch is not None and session_id is not None:
+        run_ids = yield from turns.branch_run_ids(session_id, branch)
+    params = {
+        "sid": session_id,
+        "user_id": user_id,
+        "since": since,
+        "until": until,
+        "run_ids": run_ids,
+    }
     rows = yield U.USAGE[group_by](params)
     costs: dict[str | None, tuple[float | None, tuple[str | None, ...]]] = {}
     if prices is not None:

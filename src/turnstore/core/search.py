@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..domain.model import SearchCount, SearchResult
+from ..domain.turns import BranchRef
 from . import search_sql as Q
+from . import turns
 from .ops import Op
 from .results import SearchRow
 from .search_index import copy_backlog, index_backlog
@@ -192,7 +194,8 @@ def unmark(marked: str) -> tuple[str, tuple[tuple[int, int], ...]]:
 class SearchFilter:
     """Which items a search looks at: every branch of every session unless narrowed to a
     session, a user's sessions, the runs of an agent or a model, a time range (``since``
-    inclusive, ``until`` exclusive, as the backend binds times), roles and item types."""
+    inclusive, ``until`` exclusive, as the backend binds times), roles and item types, and
+    the path of one ``branch`` of the session (a name or a run id)."""
 
     session_id: str | None = None
     user_id: str | None = None
@@ -202,10 +205,16 @@ class SearchFilter:
     until: Any = None
     roles: Sequence[str] | None = None
     types: Sequence[str] | None = None
+    branch: BranchRef | None = None
 
-    def params(self) -> dict[str, Any]:
-        """The filters as the statements of ``core.search_sql`` bind them."""
+    def params(self) -> Op[dict[str, Any]]:
+        """The filters as the statements of ``core.search_sql`` bind them (a branch: the runs
+        of its path, read in the search's transaction)."""
+        run_ids = None
+        if self.branch is not None and self.session_id is not None:
+            run_ids = yield from turns.branch_run_ids(self.session_id, self.branch)
         return {
+            "run_ids": run_ids,
             "sid": self.session_id,
             "uid": self.user_id,
             "agent": self.agent,
@@ -240,7 +249,7 @@ def search_count(query: str, *, where: SearchFilter, feed: bool) -> Op[SearchCou
         return SearchCount(0, exact=True)
     backlog = yield from _index(feed)
     params = {
-        **where.params(),
+        **(yield from where.params()),
         "fts": parsed.fts5(),
         "tsq": parsed.tsquery(),
         "cap": COUNT_BOUND + 1,
@@ -303,11 +312,12 @@ def search(
     ]
     if backlog:
         sources.append((Q.SEARCH_RECENT_BACKLOG if recent else Q.SEARCH_BACKLOG, False))
+    filters = yield from where.params()
     for fts, tsq, exact in tiers:
         if fts is None or len(results) >= wanted:
             continue
         params = {
-            **where.params(),
+            **filters,
             "open": SNIPPET_MARKS[0],
             "close": SNIPPET_MARKS[1],
             "fts": fts,

@@ -52,8 +52,9 @@ def error_item(calls: str = "t") -> str:
 
 def search_filters(syntax: Syntax, item: str = "i") -> str:
     """The conditions a matching item (alias ``item``) must meet: the search's filters
-    (session, user, agent, model, time range, roles, types) and not already found
-    (``:exclude``, a JSON list of item ids as strings: one type on every dialect)."""
+    (session, user, agent, model, time range, roles, types, the runs of a branch's path:
+    ``:run_ids``) and not already found (``:exclude``; both JSON lists of ids as strings: one
+    type on every dialect)."""
     runs = (
         f"EXISTS (SELECT 1 FROM runs r WHERE {syntax.joined('r', item)}r.id = {item}.run_id"
         f" AND {syntax.optional('agent', 'text', 'r.agent_name = :agent')}"
@@ -75,4 +76,9 @@ def search_filters(syntax: Syntax, item: str = "i") -> str:
           AND {syntax.optional("until", "timestamptz", f"{item}.created_at < :until")}
           AND {syntax.optional("roles", "text", f"{item}.role IN ({syntax.values('roles')})")}
           AND {syntax.optional("types", "text", f"{item}.type IN ({syntax.values('types')})")}
+          AND {
+        syntax.optional(
+            "run_ids", "text", f"CAST({item}.run_id AS TEXT) IN ({syntax.values('run_ids')})"
+        )
+    }
           AND CAST({item}.id AS TEXT) NOT IN ({syntax.values("exclude")})"""

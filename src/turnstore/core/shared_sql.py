@@ -155,11 +155,13 @@ def _tool_calls(syntax: Syntax) -> dict[Statement, str]:
 def _usage(syntax: Syntax) -> dict[Statement, str]:
     """Usage by session, user, day, model and agent (tokens, their cost, annotations);
     annotation statistics by day."""
+    on_branch = f"CAST(r.id AS TEXT) IN ({syntax.values('run_ids')})"
     filters = f"""
       {syntax.optional("sid", "text", "r.session_id = :sid")}
       AND {syntax.optional("user_id", "text", "s.user_id = :user_id")}
       AND {syntax.optional("since", "timestamptz", "r.created_at >= :since")}
-      AND {syntax.optional("until", "timestamptz", "r.created_at < :until")}"""
+      AND {syntax.optional("until", "timestamptz", "r.created_at < :until")}
+      AND {syntax.optional("run_ids", "text", on_branch)}"""
     # Sessions, users and days sum the runs' token columns.
     by_run = f"""
         SELECT {{key}} AS key, count(*) AS runs, {token_sums("r")}

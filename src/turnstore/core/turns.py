@@ -3,6 +3,7 @@ transaction of the operation that uses it (``domain/turns.py`` says what they na
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,7 +18,15 @@ from .ops import Op
 from .reads import find_run, session_info
 from .tables import PathWindowRow, RunRow, run_from_row
 
-__all__ = ["at", "branch_end", "branch_items", "branch_leaf", "branch_runs", "resolve"]
+__all__ = [
+    "at",
+    "branch_end",
+    "branch_items",
+    "branch_leaf",
+    "branch_run_ids",
+    "branch_runs",
+    "resolve",
+]
 
 T = TypeVar("T")
 
@@ -87,3 +96,12 @@ def branch_runs(session_id: str, branch: BranchRef | None) -> Op[list[Run]]:
         return []
     rows: list[RunRow] = yield S.PATH_RUNS_AT({"sid": session_id, "leaf": end})
     return [run_from_row(row) for row in rows]
+
+
+def branch_run_ids(session_id: str, branch: BranchRef) -> Op[str]:
+    """The ids of the runs of a branch's path (from the root: the runs a compaction replaced
+    included), as the JSON list of strings the filters of usage and search bind
+    (``:run_ids``). Raises ``NotFoundError``."""
+    end = yield from branch_leaf(session_id, branch)
+    rows: list[RunRow] = yield S.PATH_RUNS_AT({"sid": session_id, "leaf": end})
+    return json.dumps([str(row.id) for row in rows])

@@ -15,6 +15,7 @@ from ..core.search import SearchOrder
 from ..domain import validate
 from ..domain.model import ModelResponse, SearchCount, SearchResult, ToolCall, ToolStats, UsageRow
 from ..domain.prices import Prices
+from ..domain.turns import BranchRef, branch_ref
 from ..errors import InvalidOperationError
 from ..formats import export
 from ..formats.export import ExportFormat
@@ -134,6 +135,7 @@ class AnalyticsMixin(StoreBase):
         prices: Prices | None = None,
         cost: bool = True,
         annotation: str | None = None,
+        branch: str | int | None = None,
     ) -> list[UsageRow]:
         """Requests, tokens and cost summed per session, user, model, agent, UTC day or run.
 
@@ -157,9 +159,14 @@ class AnalyticsMixin(StoreBase):
         calls): how many, on how many runs, their values' mean (for thumbs, 1 up and 0 down,
         the approval rate), minimum and maximum. Each run's annotations count under the run's
         group (by day: the day the run began; by model or agent: the run's own, as ``runs``).
+
+        ``branch`` (a name, or a run id: with ``session_id``) keeps the runs of that branch's
+        path from the root, as it is when the query runs (the head stays where it is); the
+        session's ``get_session_usage(branch=)`` counts a branch's own runs instead.
         """
         group_by = validate.choice(group_by, "group_by", queries.GROUPS)
         session_id = validate.optional_key(session_id, "session_id")
+        where = _branch_of(session_id, branch)
         user_id = validate.optional_text(user_id, "user_id")
         start = self._bind_time(validate.optional_time(since, "since"))
         end = self._bind_time(validate.optional_time(until, "until"))
@@ -178,6 +185,7 @@ class AnalyticsMixin(StoreBase):
                 until=end,
                 prices=table,
                 annotation=name,
+                branch=where,
             ),
             write=False,
         )
@@ -192,11 +200,14 @@ class AnalyticsMixin(StoreBase):
         until: Any,
         roles: Any,
         types: Any,
+        branch: Any,
     ) -> search.SearchFilter:
+        filters = self._run_filters(session_id, user_id, agent, model, since, until)
         return search.SearchFilter(
-            **self._run_filters(session_id, user_id, agent, model, since, until),
+            **filters,
             roles=validate.text_list(roles, "roles"),
             types=validate.text_list(types, "types"),
+            branch=_branch_of(filters["session_id"], branch),
         )
 
     def _run_filters(
@@ -227,6 +238,7 @@ class AnalyticsMixin(StoreBase):
         limit: int = 20,
         offset: int = 0,
         order: SearchOrder = "relevance",
+        branch: str | int | None = None,
     ) -> list[SearchResult]:
         """Full-text search over user and assistant text, tool arguments, tool outputs and
         tool calls' errors.
@@ -241,14 +253,17 @@ class AnalyticsMixin(StoreBase):
         of runs by that agent or model, ``since`` (inclusive) and ``until`` (exclusive) those
         written in that time. A match in a tool call's error is its output item, with
         ``tool_error`` set. ``offset`` skips that many results (a later page; at most
-        ``MAX_SEARCH_OFFSET``).
+        ``MAX_SEARCH_OFFSET``). ``branch`` (a name, or a run id: with ``session_id``) keeps
+        the items of that branch's path (``find_turns_by_content(term, branch=)``).
         ``order="recent"`` returns the newest matches instead of the most relevant: ranking
         costs a few microseconds per matching item, so prefer it for words that occur in many
         thousands of items.
         """
         order = validate.choice(order, "order", search.SEARCH_ORDERS)
         query = validate.text(query, "a search query")
-        where = self._search_filter(session_id, user_id, agent, model, since, until, roles, types)
+        where = self._search_filter(
+            session_id, user_id, agent, model, since, until, roles, types, branch
+        )
         size = limit_arg(limit)
         skip = validate.count(offset, "offset")
         if skip > MAX_SEARCH_OFFSET:
@@ -280,12 +295,15 @@ class AnalyticsMixin(StoreBase):
         until: datetime | None = None,
         roles: Sequence[str] | None = None,
         types: Sequence[str] | None = None,
+        branch: str | int | None = None,
     ) -> SearchCount:
         """How many items ``search`` finds for ``query`` with these filters: exact up to a
         bound (1,000), beyond it ``SearchCount(1000, exact=False)`` ("more than 1,000"), so
         that counting costs what a page of results does."""
         query = validate.text(query, "a search query")
-        where = self._search_filter(session_id, user_id, agent, model, since, until, roles, types)
+        where = self._search_filter(
+            session_id, user_id, agent, model, since, until, roles, types, branch
+        )
         return await self.backend.run(
             lambda: search.search_count(query, where=where, feed=not self.backend.read_only),
             write=False,
@@ -341,3 +359,12 @@ def _statement_rows(statement: str) -> Op[tuple[list[str], list[Sequence[Any]]]]
         statement, fetch=Fetch.TABLE, raw=True
     )
     return result
+
+
+def _branch_of(session_id: str | None, branch: Any) -> BranchRef | None:
+    """A ``branch=`` filter, checked: a branch belongs to one session, so it needs one."""
+    if branch is None:
+        return None
+    if session_id is None:
+        raise InvalidOperationError("branch= filters one session's runs: give session_id too")
+    return branch_ref(branch)
