@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..domain import validate
 from ..domain.model import Branch, Run, ToolCall
 from ..domain.turns import BranchRef, Turn, branch_ref, turn_number
-from ..errors import InvalidOperationError, NotFoundError
+from ..errors import InvalidOperationError, NotFoundError, RunNotFoundError
 from ..store import Store
 from ..store.base import NO_LIMIT
 
@@ -91,6 +91,7 @@ class BranchingMixin:
 
     session_id: str
     _pending_branch: PendingBranch | None = None
+    _branch: str | None = None
 
     if TYPE_CHECKING:
 
@@ -129,9 +130,20 @@ class BranchingMixin:
             raise InvalidOperationError(
                 f"session {self.session_id!r} already has a branch named {branch_name!r}"
             )
-        await self.rewind(Turn(turn))
-        info = await store.session(self.session_id)
-        head = None if info is None else info.head_run_id
+        if self._branch is None:
+            await self.rewind(Turn(turn))
+            info = await store.session(self.session_id)
+            head = None if info is None else info.head_run_id
+        else:  # a pinned object: its next write goes below that turn, the head stays
+            if turn == 1:
+                raise InvalidOperationError(
+                    "an object pinned to a branch branches from turn 2 on (turn 1 has no run "
+                    "above it to write below)"
+                )
+            runs = await store.runs(self.session_id, branch=self._branch)
+            if len(runs) < turn:
+                raise RunNotFoundError(f"branch {self._branch!r} has no turn {turn}")
+            head = runs[turn - 2].id
         self._pending_branch = PendingBranch(branch_name, head)
         return branch_name
 
@@ -155,12 +167,14 @@ class BranchingMixin:
         run = await store.run(run_id)
         if run.parent_id == pending.parent_id:
             await store.name_branch(self.session_id, run_id, pending.name)
+            if self._branch is not None:
+                self._branch = pending.name  # a pinned object follows the branch it made
 
     # -- analytics per branch ------------------------------------------------------------------
 
     async def _branch_view(self, branch: BranchRef | None) -> _BranchView:
         store = await self._ready()
-        where = None if branch is None else branch_ref(branch)
+        where = self._branch if branch is None else branch_ref(branch)
         every = await store.branches(self.session_id)
         through: int | None = None
         if isinstance(where, str):

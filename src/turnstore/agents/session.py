@@ -154,6 +154,7 @@ class StructuredSession(BranchingMixin):
         user_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         title: str | None = None,
+        branch: str | None = None,
     ) -> None:
         """Open ``db`` (a path, URL or shared ``Store``) for the conversation ``session_id``.
 
@@ -170,6 +171,13 @@ class StructuredSession(BranchingMixin):
         ``user_id``, ``metadata`` and ``title`` go into the session catalogue with this
         object's first write (given values replace stored ones; a title given here wins over
         the default one, the start of the first user message). ``set_info`` changes them later.
+
+        ``branch`` (a branch name) pins this object to that branch, as each
+        AdvancedSQLiteSession object has its own current branch: its reads and writes follow
+        that branch's end, not the session's head, which this object's writes move only when
+        it is there (docs/design.md, "The current branch belongs to the database"). A session
+        without runs yet gets the branch with its first write. ``switch_to_branch`` and
+        ``create_branch_from_turn`` then move this object's pin, not the head.
         """
         if isinstance(session_id, int) and not isinstance(session_id, bool):
             session_id = str(session_id)
@@ -187,6 +195,7 @@ class StructuredSession(BranchingMixin):
         self._closed = False
         self._adopted = False
         self._lease: shared.Lease | None = None
+        self._branch = None if branch is None else validate.branch_name(branch)
         if isinstance(db, Store):
             self._store = db
         else:
@@ -263,7 +272,41 @@ class StructuredSession(BranchingMixin):
             limit = options.settings_limit(self.session_settings)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
             limit = None
+        if branch is None:
+            branch = await self._pinned_end(store)
         return await store.get_items(self.session_id, limit, branch=branch)
+
+    @property
+    def branch(self) -> str | None:
+        """The branch this object is pinned to (``branch=``), or None: it follows the head."""
+        return self._branch
+
+    async def _pinned_end(self, store: Store) -> BranchRef | None:
+        """Where this object reads and writes: its pending branch's parent run
+        (``create_branch_from_turn``), its pinned branch, or None (the head). A pinned branch
+        a session without runs lacks yet is None too: the first write makes it."""
+        if self._branch is None:
+            return None
+        pending = self._pending_branch
+        if pending is not None:
+            return pending.parent_id
+        info = await store.session(self.session_id)
+        return None if info is None or info.head_run_id is None else self._branch
+
+    async def _name_pinned(self, store: Store, run_id: int | None) -> None:
+        """After a pinned object's write to a session that had no runs: the branch it made
+        takes the pinned name (unless a writer beside it named one so meanwhile)."""
+        if self._branch is None or run_id is None:
+            return
+        if all(found.name != self._branch for found in await store.branches(self.session_id)):
+            await store.name_branch(self.session_id, run_id, self._branch)
+
+    def _unpinned(self, method: str) -> None:
+        if self._branch is not None:
+            raise InvalidOperationError(
+                f"{method} acts on the session's head: not on an object pinned to branch "
+                f"{self._branch!r} (open one without branch=)"
+            )
 
     @_write
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
@@ -282,6 +325,7 @@ class StructuredSession(BranchingMixin):
         binding.bind(store, self.session_id, fresh=False)
         usage = usage_of(wrapper)
         delta = usage if usage is None or call is None else _since(usage, call.counted)
+        end = await self._pinned_end(store)
         telemetry = self._recorder.drain() if self._recorder is not None else None
         if delta is None and telemetry is not None and telemetry.responses:
             # No run context (a wrapper such as the SDK's compaction session passes none):
@@ -296,6 +340,7 @@ class StructuredSession(BranchingMixin):
                 info=info,
                 telemetry=telemetry,
                 owner=call.run_id if call is not None else None,
+                branch=end,
             )
         except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
             self._written(info)
@@ -312,6 +357,8 @@ class StructuredSession(BranchingMixin):
         binding.note_run(self.session_id, run_id)
         self._written(info)
         await self._name_pending(store, run_id)
+        if self._branch is not None and end is None:  # the pinned branch's first write
+            await self._name_pinned(store, run_id)
 
     def _written(self, info: SessionPatch | None) -> None:
         if info is self._pending_info:
@@ -319,7 +366,9 @@ class StructuredSession(BranchingMixin):
 
     @_write
     async def pop_item(self, *, wrapper: Any = None) -> Any:
-        """Remove and return the newest item of the active path, or None."""
+        """Remove and return the newest item of the active path, or None (not on an object
+        pinned to a branch: ``InvalidOperationError``)."""
+        self._unpinned("pop_item")
         store = await self._ready()
         return await store.pop_item(self.session_id)
 
@@ -530,9 +579,15 @@ class StructuredSession(BranchingMixin):
     @_write
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
         """Move the head to the newest run of the branch called ``name`` (as
-        AdvancedSQLiteSession's ``switch_to_branch``); the next message continues it."""
+        AdvancedSQLiteSession's ``switch_to_branch``); the next message continues it. On an
+        object pinned to a branch, the pin moves instead and the head stays."""
         store = await self._ready()
-        return await store.switch_to_branch(self.session_id, name, expected_head=expected_head)
+        if self._branch is None:
+            return await store.switch_to_branch(self.session_id, name, expected_head=expected_head)
+        name = validate.branch_name(name)
+        runs = await store.runs(self.session_id, branch=name)  # NotFoundError: no such branch
+        self._branch, self._pending_branch = name, None
+        return runs[-1].id
 
     async def siblings(self, run_id: RunRef) -> list[Run]:
         """``run_id`` and its alternatives, in creation order."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.model import IN_PROGRESS, SessionPatch, Telemetry, Usage
+from ..domain.turns import BranchRef
 from ..domain.validate import MAX_INT, MAX_REQUESTS
 from ..errors import InvalidOperationError
 from . import append_sql as A
@@ -28,6 +29,7 @@ from .reads import find_run
 from .search_index import INDEX_BATCH, feed_index, index_backlog
 from .tables import TOOL_CALL_FROM_ITEM, RunRow, tool_call_item_values, usage_params
 from .telemetry import record_telemetry
+from .turns import branch_leaf
 
 __all__ = ["GraftRun", "append", "apply_append", "graft", "insert_item", "parent_head"]
 
@@ -228,8 +230,12 @@ def append(
     info: SessionPatch | None = None,
     telemetry: Telemetry | None = None,
     owner: int | None = None,
+    at: BranchRef | None = None,
 ) -> Op[int | None]:
     """Add a batch: user messages start runs (children of the head), the rest join the head.
+
+    ``at`` (a branch name, or a run id) writes at that branch's end (that run) instead of
+    the head, which moves only when it was there: a pinned writer's own course.
 
     ``usage`` is added to the tokens of the run the batch counts for: the run its first user
     message starts, else ``owner`` (the run of the Runner call writing it, when that run is
@@ -245,6 +251,16 @@ def append(
     head = yield from lock_session(
         session_id, now, _title(batch), create=bool(batch) or info is not None
     )
+    move = True
+    if at is not None:
+        # A pinned writer's branch (StructuredSession(branch=)): its end stands in for the
+        # head, which moves only when it was there.
+        end = yield from branch_leaf(session_id, at)
+        if end != head.id:
+            indexed = head.indexed_through
+            head = yield from parent_head(session_id, end)
+            head.indexed_through = indexed
+            move = False
     if info is not None:
         yield from patch_session(session_id, info, now)
     if owner is not None and owner != head.id:
@@ -268,7 +284,7 @@ def append(
         yield S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
     last = plan.last
     last_id = last.written_id
-    if last_id != head.id:  # ensure_session already stamped updated_at
+    if move and last_id != head.id:  # ensure_session already stamped updated_at
         yield from set_head(session_id, last_id, now)
     if telemetry:
         target = head.id if head.id is not None else last_id

@@ -31,8 +31,13 @@ class ConversationMixin(StoreBase):
         telemetry: Telemetry | None = None,
         owner: int | None = None,
         operation_id: str | None = None,
+        branch: str | int | None = None,
     ) -> int | None:
         """Append a batch to ``session_id``'s active path in one transaction.
+
+        ``branch`` (a branch name, or a run id) appends at the end of that branch (after that
+        run) instead of the head, and the head moves only when it was there: the write of a
+        session pinned to its own branch (``StructuredSession(branch=)``).
 
         ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
         returned (None when nothing was written): the run the batch's first user message
@@ -48,6 +53,7 @@ class ConversationMixin(StoreBase):
         sid = validate.key(session_id, "session_id")
         usage = validate.optional_usage(usage)
         owner = validate.filter_id(owner, "owner")
+        at = None if branch is None else branch_ref(branch)
         if info is not None:
             info = validate.patch_record(info, "info")
         if telemetry is not None:
@@ -59,13 +65,17 @@ class ConversationMixin(StoreBase):
         return await self._write(
             sid,
             lambda: append.append(
-                sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner
+                sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner, at=at
             ),
             operation_id,
             # A Runner call's later batches count for its run (the owner), a batch that
             # starts no run for the head: the write key's claim stores that result at once,
             # and nothing after the write needs to.
-            likely=owner if owner is not None else None if _starts_run(batch) else HEAD,
+            likely=owner
+            if owner is not None
+            else None
+            if _starts_run(batch) or at is not None
+            else HEAD,
         )
 
     async def get_items(
