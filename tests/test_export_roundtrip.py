@@ -305,6 +305,39 @@ def test_a_version_1_export_still_imports(
     asyncio.run(check())
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_version_2_export_imports_without_annotations(
+    rich_export: dict[str, Any], tmp_path: Path, fmt: str
+) -> None:
+    """An export written before annotations (version 2: no run's ``annotations``) imports as
+    the database it came from, but for the annotations it does not hold."""
+    text = rich_export["files"][fmt].read_text()
+    if fmt == "jsonl":
+        lines = [json.loads(line) for line in text.splitlines()]
+        for line in lines:
+            if "run" in line:
+                del line["run"]["annotations"]
+        text = "".join(json.dumps(line) + "\n" for line in lines)
+    else:
+        documents = json.loads(text)
+        for document in documents:
+            document["version"] = 2
+            for run in document["runs"]:
+                del run["annotations"]
+        text = json.dumps(documents)
+    path = tmp_path / f"v2.{fmt}"
+    path.write_text(text)
+    target = str(tmp_path / "t.db")
+    summary = json.loads(cli("import", str(path), "--db", target, "--json").stdout)
+    assert (summary["new_sessions"], summary["skipped"]) == (7, 0)
+
+    async def check() -> None:
+        async with Store.open(target) as store:
+            assert await dump(store) == {**rich_export["tables"], "annotations": []}
+
+    asyncio.run(check())
+
+
 @pytest.mark.parametrize("writes", [1, 2])
 async def test_an_import_that_stopped_part_way_resumes_exactly(
     rich_export: dict[str, Any], tmp_path: Path, writes: int
