@@ -3,7 +3,6 @@ branch) and ``usage`` (tokens and their cost summed per group)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from enum import Enum
@@ -14,7 +13,7 @@ import typer
 from rich.text import Text
 
 from ..domain import jsonout
-from ..domain.model import AnnotationStats, SearchCount, SearchResult, UsageRow
+from ..domain.model import TOKEN_FIELDS, AnnotationStats, SearchCount, SearchResult, UsageRow
 from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.toolcalls import TOOL_CALL_STATUSES
 from ..domain.units import duration_text
@@ -442,9 +441,9 @@ def usage(
             *(((safe_text(annotation), "right"), ("mean", "right")) if annotation else ()),
         ],
     )
-    totals = [0] * 7
+    totals = [0] * (1 + len(TOKEN_FIELDS))
     for row in rows:
-        values = [row.runs, *dataclasses.astuple(row.usage)]
+        values = [row.runs, *(getattr(row.usage, name) for name in TOKEN_FIELDS)]
         totals = [a + b for a, b in zip(totals, values, strict=True)]
         table.add_row(
             Text(row.key if row.key is not None else "(none)"),
