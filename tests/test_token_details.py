@@ -158,3 +158,34 @@ async def test_against_advanced_sqlite_session_s_turn_usage(store: Store, tmp_pa
         "ttl_30m_tokens": 2,
         "ttl_12h_tokens": 1,
     }
+
+
+async def test_usage_sums_the_details_field_by_field(store: Store) -> None:
+    """``Store.usage(details=True)``: each group's details summed as its tokens are (a model
+    or agent: its model calls' where the hooks recorded them, else the run's own)."""
+    session = StructuredSession("s", store)
+    wrapper: RunContextWrapper[None] = RunContextWrapper(context=None)
+    wrapper.usage.add(_request(1))
+    wrapper.usage.add(_request(2))
+    await session.add_items([user("q1"), assistant("a1")], wrapper=wrapper)
+    now = datetime.now(timezone.utc)
+    call = Usage(1, 400, 40, 440, 4, 8, *_expected(4))
+    record = ResponseRecord("A", "m", "r", None, call, now, now, 1.0)
+    await store.add_items("s", [user("q2")], call)
+    await store.add_items("s", [assistant("a2")], telemetry=Telemetry([record]))  # on q2's run
+    (row,) = await store.usage("session", details=True)
+    assert (row.usage.input_tokens_details, row.usage.output_tokens_details) == _expected(1, 2, 4)
+    by_model = {r.key: r.usage for r in await store.usage("model", details=True, cost=False)}
+    assert (by_model["m"].input_tokens_details, by_model["m"].output_tokens_details) == (
+        _expected(4)
+    )
+    assert by_model[None].input_tokens_details == _expected(1, 2)[0]
+    by_run = await store.usage("run", session_id="s", details=True, branch=None)
+    assert [r.usage.output_tokens_details for r in by_run] == [
+        _expected(1, 2)[1],
+        _expected(4)[1],
+    ]
+    (plain,) = await store.usage("session")
+    assert plain.usage.input_tokens_details == {}  # details=False: the counts alone
+    with pytest.raises(TypeError):
+        await store.usage("session", details="yes")  # type: ignore[arg-type]

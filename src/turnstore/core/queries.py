@@ -405,6 +405,7 @@ def usage(
     prices: Prices | None,
     annotation: str | None = None,
     branch: BranchRef | None = None,
+    details: bool = False,
 ) -> Op[list[UsageRow]]:
     """Token usage summed per group, ordered by key (no key first; runs by id), with its cost
     at ``prices`` (none: ``cost`` None) computed from the tokens now, so a corrected table
@@ -416,7 +417,8 @@ def usage(
     hooks). Days are UTC dates, ``YYYY-MM-DD``. Cost prices each recorded model call at its
     model on the day it completed, and a run without recorded calls at the run's model on
     the day it started; a group with tokens of an unpriced model has cost None and names the
-    models in ``unpriced``. ``branch`` keeps the runs of that branch's path in the session.
+    models in ``unpriced``. ``branch`` keeps the runs of that branch's path in the session;
+    ``details`` sums each group's token details field by field (as its tokens).
     """
     run_ids = None
     if branch is not None and session_id is not None:
@@ -437,15 +439,27 @@ def usage(
     if annotation is not None:
         found = yield U.USAGE_ANNOTATIONS[group_by]({**params, "name": annotation})
         notes = {note.key: note for note in map(stats_from_row, found)}
+    summed: dict[str | None, tuple[dict[str, int], dict[str, int]]] = {}
+    if details:
+        fields: list[R.UsageDetailRow] = yield U.USAGE_DETAILS[group_by](params)
+        for field in fields:
+            sides = summed.setdefault(_key(field.key), ({}, {}))
+            sides[field.side == "output"][field.name] = int(field.total)
     result = []
     for row in rows:
         key = _key(row.key)
         cost, unpriced = costs.get(key, (None, ()))
+        usage = usage_from_row(row)
+        if key in summed:
+            inputs, outputs = summed[key]
+            usage = dataclasses.replace(
+                usage, input_tokens_details=inputs, output_tokens_details=outputs
+            )
         result.append(
             UsageRow(
                 key=key,
                 runs=int(row.runs),
-                usage=usage_from_row(row),
+                usage=usage,
                 cost=cost,
                 unpriced=unpriced,
                 annotation=None

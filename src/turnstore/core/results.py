@@ -185,6 +185,15 @@ class UsageSumRow(NamedTuple):
     reasoning_tokens: Any
 
 
+class UsageDetailRow(NamedTuple):
+    """One field of one group's token details (``side``: ``input`` or ``output``), summed."""
+
+    key: Any
+    side: str
+    name: str
+    total: Any
+
+
 class UsageCostRow(NamedTuple):
     """Token usage of one group by model and UTC day (``YYYY-MM-DD``), to be priced."""
 

@@ -14,7 +14,14 @@ from . import statements as S
 from . import usage_sql as U
 from .annotation_sql import annotation_stats_sql
 from .ops import Statement
-from .sql import add_usage_sql, cost_parts_sql, details_sum_sql, response_usage_sql, token_sums
+from .sql import (
+    add_usage_sql,
+    cost_parts_sql,
+    details_sum_sql,
+    details_sums_sql,
+    response_usage_sql,
+    token_sums,
+)
 from .syntax import Syntax
 from .tables import TOOL_CALL_COLUMNS
 
@@ -177,6 +184,9 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
         keys = (call_key, call_key if run_key is None else run_key)
         return cost_parts_sql(keys, days, filters, run_of_call, calls_of_run)
 
+    def details(run_key: str, call_key: str | None = None) -> str:
+        return details_sums_sql(syntax, (call_key, run_key), filters, run_of_call, calls_of_run)
+
     def notes(run_key: str) -> str:
         return annotation_stats_sql(run_key, f"a.name = :name AND {filters}")
 
@@ -188,6 +198,12 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
         U.USAGE_ANNOTATIONS_BY_AGENT: notes("r.agent_name"),
         U.USAGE_ANNOTATIONS_BY_RUN: notes("r.id"),
         U.USAGE_BY_RUN: by_run.format(key="r.id"),
+        U.USAGE_DETAILS_BY_SESSION: details("r.session_id"),
+        U.USAGE_DETAILS_BY_USER: details("s.user_id"),
+        U.USAGE_DETAILS_BY_DAY: details(run_day),
+        U.USAGE_DETAILS_BY_MODEL: details("r.model", "m.model"),
+        U.USAGE_DETAILS_BY_AGENT: details("r.agent_name", "m.agent_name"),
+        U.USAGE_DETAILS_BY_RUN: details("r.id"),
         U.USAGE_COST_BY_SESSION: cost("r.session_id"),
         U.USAGE_COST_BY_USER: cost("s.user_id"),
         U.USAGE_COST_BY_DAY: cost(run_day),

@@ -82,6 +82,39 @@ def cost_parts_sql(
         GROUP BY k, model, day"""
 
 
+def details_sums_sql(
+    syntax: Syntax, keys: tuple[str | None, str], filters: str, run_of_call: str, calls_of_run: str
+) -> str:
+    """``USAGE_DETAILS_BY_*``: each group's token details, summed field by field. ``keys``
+    are the group's key of a model call ``m`` and of a run ``r``: with a call's key (by model
+    or agent) each model call's details count under it where the hooks recorded calls, else
+    the run's own (as ``response_usage_sql``); without one, the runs' (as the runs' tokens)."""
+
+    def fields(alias: str, key: str, joins: str, where: str) -> str:
+        return " UNION ALL ".join(
+            f"""
+            SELECT {key} AS k, '{side}' AS side, j.key AS name, CAST(j.value AS BIGINT) AS n
+            FROM {joins}, {syntax.json_members}({alias}.{side}_tokens_details) j
+            WHERE {filters} AND {syntax.json_count("j")}{where}"""
+            for side in ("input", "output")
+        )
+
+    sessions = "JOIN sessions s ON s.session_id = r.session_id"
+    runs = f"runs r {sessions}"
+    if keys[0] is None:
+        parts = fields("r", keys[1], runs, "")
+    else:
+        calls = f"model_responses m JOIN runs r ON {run_of_call} {sessions}"
+        unrecorded = f" AND NOT EXISTS (SELECT 1 FROM model_responses m WHERE {calls_of_run})"
+        parts = (
+            f"{fields('m', keys[0], calls, '')} UNION ALL {fields('r', keys[1], runs, unrecorded)}"
+        )
+    return f"""
+        SELECT k AS key, side, name, sum(n) AS total FROM ({parts}
+        ) u
+        GROUP BY k, side, name"""
+
+
 # Each token column's largest value, as a parameter: requests is an INTEGER on PostgreSQL.
 _TOKEN_MAX = {"requests": ":max_requests"}
 

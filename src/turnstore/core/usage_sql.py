@@ -1,6 +1,6 @@
 """The statements of usage and its cost (``queries.usage``), by group: the tokens summed per
-group, per group, model and UTC day for a price table to price, and one name's annotations of
-the group's runs.
+group, per group, model and UTC day for a price table to price, one name's annotations of
+the group's runs, and the token details summed field by field.
 
 Both dialects write them alike but for small tokens (``core.shared_sql``, ``core.sql``).
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from .annotation_sql import AnnotationStatsRow
 from .ops import All, Statement
-from .results import UsageCostRow, UsageSumRow
+from .results import UsageCostRow, UsageDetailRow, UsageSumRow
 
-__all__ = ["STATEMENTS", "USAGE", "USAGE_ANNOTATIONS", "USAGE_COST"]
+__all__ = ["STATEMENTS", "USAGE", "USAGE_ANNOTATIONS", "USAGE_COST", "USAGE_DETAILS"]
 
 # Token usage per group.
 USAGE_BY_SESSION = All("usage_by_session", row=UsageSumRow)
@@ -35,6 +35,13 @@ USAGE_ANNOTATIONS_BY_DAY = All("usage_annotations_by_day", row=AnnotationStatsRo
 USAGE_ANNOTATIONS_BY_MODEL = All("usage_annotations_by_model", row=AnnotationStatsRow)
 USAGE_ANNOTATIONS_BY_AGENT = All("usage_annotations_by_agent", row=AnnotationStatsRow)
 USAGE_ANNOTATIONS_BY_RUN = All("usage_annotations_by_run", row=AnnotationStatsRow)
+# The same groups' token details, each field summed (Store.usage(details=True)).
+USAGE_DETAILS_BY_SESSION = All("usage_details_by_session", row=UsageDetailRow)
+USAGE_DETAILS_BY_USER = All("usage_details_by_user", row=UsageDetailRow)
+USAGE_DETAILS_BY_DAY = All("usage_details_by_day", row=UsageDetailRow)
+USAGE_DETAILS_BY_MODEL = All("usage_details_by_model", row=UsageDetailRow)
+USAGE_DETAILS_BY_AGENT = All("usage_details_by_agent", row=UsageDetailRow)
+USAGE_DETAILS_BY_RUN = All("usage_details_by_run", row=UsageDetailRow)
 
 GROUPS = ("session", "user", "model", "agent", "day", "run")
 USAGE: dict[str, All[UsageSumRow]] = {g: globals()[f"USAGE_BY_{g.upper()}"] for g in GROUPS}
@@ -47,6 +54,10 @@ USAGE_ANNOTATIONS: dict[str, All[AnnotationStatsRow]] = {
     g: globals()[f"USAGE_ANNOTATIONS_BY_{g.upper()}"] for g in GROUPS
 }
 """Each group's statement of one name's annotations of its runs."""
+USAGE_DETAILS: dict[str, All[UsageDetailRow]] = {
+    g: globals()[f"USAGE_DETAILS_BY_{g.upper()}"] for g in GROUPS
+}
+"""Each group's statement of its token details, field by field."""
 
 STATEMENTS: tuple[Statement, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Statement)

@@ -136,6 +136,7 @@ class AnalyticsMixin(StoreBase):
         cost: bool = True,
         annotation: str | None = None,
         branch: str | int | None = None,
+        details: bool = False,
     ) -> list[UsageRow]:
         """Requests, tokens and cost summed per session, user, model, agent, UTC day or run.
 
@@ -163,10 +164,15 @@ class AnalyticsMixin(StoreBase):
         ``branch`` (a name, or a run id: with ``session_id``) keeps the runs of that branch's
         path from the root, as it is when the query runs (the head stays where it is); the
         session's ``get_session_usage(branch=)`` counts a branch's own runs instead.
+
+        ``details=True`` also sums the token details (``Usage.input_tokens_details``,
+        ``output_tokens_details``: every field the SDK reported) field by field, grouped as the
+        tokens are; a query more, which reads each run's details.
         """
         group_by = validate.choice(group_by, "group_by", queries.GROUPS)
         session_id = validate.optional_key(session_id, "session_id")
         where = _branch_of(session_id, branch)
+        summed = validate.flag(details, "details")
         user_id = validate.optional_text(user_id, "user_id")
         start = self._bind_time(validate.optional_time(since, "since"))
         end = self._bind_time(validate.optional_time(until, "until"))
@@ -186,6 +192,7 @@ class AnalyticsMixin(StoreBase):
                 prices=table,
                 annotation=name,
                 branch=where,
+                details=summed,
             ),
             write=False,
         )
