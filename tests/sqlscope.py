@@ -67,6 +67,10 @@ CROSS_SESSION = {
         f"usage_annotations_by_{key}": f"one name's annotations per {key}, across sessions"
         for key in ("session", "user", "day", "model", "agent", "run")
     },
+    **{
+        f"usage_details_by_{key}": f"token details per {key}, field by field, across sessions"
+        for key in ("session", "user", "day", "model", "agent", "run")
+    },
     "session_of_annotation": "the session of an annotation by id alone (update, delete)",
     "annotations_by_name": "annotations of one name across sessions (analytics)",
     "annotations_by_all": "annotations across sessions (analytics)",
