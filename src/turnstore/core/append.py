@@ -66,20 +66,24 @@ def _apply_append_run(
     plan = plan_append(head, batch, open_calls, owner_id)
     runs, items, calls, updates, last = plan.runs, plan.items, plan.calls, plan.updates, plan.last
     sid = session_id
+    next_run_id = head.next_run_id  # had with the lock: its insert need not wait
     for run in runs:
         if run.id is None:
-            run.id = yield S.INSERT_RUN(
-                {
-                    "sid": sid,
-                    "parent_id": run.resolved_parent_id,
-                    "depth": run.depth,
-                    "user_message": run.user_message,
-                    "assistant_message": run.assistant_message,
-                    "item_count": run.item_count,
-                    "status": run.status,
-                    "now": now,
-                }
-            )
+            params = {
+                "sid": sid,
+                "parent_id": run.resolved_parent_id,
+                "depth": run.depth,
+                "user_message": run.user_message,
+                "assistant_message": run.assistant_message,
+                "item_count": run.item_count,
+                "status": run.status,
+                "now": now,
+            }
+            if next_run_id is None:
+                run.id = yield A.INSERT_RUN(params)
+            else:
+                run.id, next_run_id = next_run_id, None
+                yield A.STORE_RUN({**params, "id": run.id})
         elif run.item_count != head.item_count:
             # Only the head run can exist already; one that gains nothing (a new run starts
             # below it: a fork) is left untouched, since other branches share it.
@@ -249,7 +253,11 @@ def append(
     batch: the model's output joins that run, and a new user message follows its run.
     """
     head = yield from lock_session(
-        session_id, now, _title(batch), create=bool(batch) or info is not None
+        session_id,
+        now,
+        _title(batch),
+        create=bool(batch) or info is not None,
+        new_run=any(prepared.info.starts_run for prepared in batch),
     )
     move = True
     if at is not None:

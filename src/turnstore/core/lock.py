@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StorageError
+from . import append_sql as A
 from . import statements as S
-from .ops import Capability, Op, supports
+from .ops import Capability, Group, Op, supports
 from .results import HeadRow
 
 __all__ = ["Head", "lock_session", "set_head"]
@@ -29,17 +30,27 @@ class Head:
     # The head run's status, read with the lock: an append below a run still in progress
     # marks it failed, and needs no statement for any other.
     status: str | None = None
+    # The id of the append's first new run, had with the lock where ids come ahead
+    # (Capability.IDS_AHEAD, asked for with ``new_run``); None: its insert returns it.
+    next_run_id: int | None = None
 
 
 def lock_session(
-    session_id: str, now: Any, title: str | None = None, *, create: bool = True
+    session_id: str,
+    now: Any,
+    title: str | None = None,
+    *,
+    create: bool = True,
+    new_run: bool = False,
 ) -> Op[Head]:
     """Create the session if new, lock it for this transaction, and read its head.
 
     With ``create=False`` a session that does not exist is left uncreated (its head reads as
     empty): popping from, or adding nothing to, an unknown session must not catalogue it.
+    ``new_run``: the write will start a run, whose id the head brings where ids come ahead.
     """
     row: HeadRow | None = None
+    next_run_id: int | None = None
     # PostgreSQL locks first and reads the head after, in a statement of its own: one that
     # waited for the lock would read the head's run from the snapshot taken before it waited
     # (a run the writer it waited for may have deleted). SQLite's BEGIN IMMEDIATE holds the
@@ -50,12 +61,14 @@ def lock_session(
         row = yield S.UPSERT_HEAD({"sid": session_id, "now": now, "title": title})
     else:
         yield S.ENSURE_SESSION({"sid": session_id, "now": now, "title": title})
-    if row is None:
+    if row is None and new_run and supports(Capability.IDS_AHEAD):
+        row, next_run_id = yield Group([S.LOCK_HEAD({"sid": session_id}), A.NEXT_RUN_ID()])
+    elif row is None:
         row = yield S.LOCK_HEAD({"sid": session_id})
     if row is None:
         return Head(None)
     if row.id is None:
-        return Head(None, indexed_through=row.indexed_through)
+        return Head(None, indexed_through=row.indexed_through, next_run_id=next_run_id)
     if row.depth is None or row.item_count is None:
         raise StorageError(
             f"the head of session {session_id!r} names run {row.id}, which does not exist"
@@ -68,6 +81,7 @@ def lock_session(
         bool(row.has_children),
         row.indexed_through,
         row.status,
+        next_run_id,
     )
 
 

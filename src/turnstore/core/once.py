@@ -105,10 +105,11 @@ def once(
         while query.fetch is Fetch.NONE:
             leading.append(query)
             query = op.send(None)
-        leading.append(query)
     except StopIteration as stop:
         ended, result = True, stop.value
-    answers = yield Group([claim_query, *leading])
+    # The first that needs its result may be a group itself: its members join this one.
+    needed = () if ended else query.queries if isinstance(query, Group) else (query,)
+    answers = yield Group([claim_query, *leading, *needed])
     claim: ClaimRow | None = answers[0]
     if claim is None:  # committed before: answer as the first run did, change nothing
         result_json: str | None = yield S.OPERATION_RESULT(params)
@@ -117,7 +118,7 @@ def once(
     if claim.stale:  # the session's keys of more than a day ago: a range of the key index
         yield S.FORGET_OPERATIONS({"sid": session_id, "before": before})
     if not ended:
-        answer = answers[-1]
+        answer = answers[-len(needed) :] if isinstance(query, Group) else answers[-1]
         try:
             while True:
                 answer = yield op.send(answer)

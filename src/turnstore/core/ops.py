@@ -89,6 +89,9 @@ class Capability(Flag):
     a read-only store searches a private copy of that backlog."""
     SDK_ADOPTION = auto()
     """The database may hold the SDK's own session tables, to adopt (SQLite files)."""
+    IDS_AHEAD = auto()
+    """A row's id can be had before its insert (PostgreSQL's sequences), in the same round
+    trip as the session's lock: the insert then need not wait for its ``RETURNING``."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

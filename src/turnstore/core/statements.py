@@ -136,14 +136,6 @@ ADVANCE_SDK_ADOPTION = Value(
 # ---------------------------------------------------------------------------------------------
 # Appending (core.append)
 
-INSERT_RUN = Insert(
-    "insert_run",
-    """
-        INSERT INTO runs (session_id, parent_id, depth, user_message, assistant_message,
-                          item_count, status, created_at, updated_at)
-        VALUES (:sid, :parent_id, :depth, :user_message, :assistant_message, :item_count,
-                :status, :now, :now)""",
-)
 # Statements keyed by a row's id name its session too: PostgreSQL's shards need it, and to
 # SQLite it is one comparison more on the row its primary key finds. A run's status
 # (model.RunStatus) follows its writes (NULL: as it is); a compacted run stays so, and a

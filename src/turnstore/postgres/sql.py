@@ -11,6 +11,7 @@ Scale-out: every statement on a session's rows filters each table it touches by
 
 from __future__ import annotations
 
+from ..core import append_sql as A
 from ..core import catalogue_sql as C
 from ..core import dataset_sql as D
 from ..core import search_sql
@@ -33,7 +34,7 @@ from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
 
-CAPABILITIES = Capability.NONE
+CAPABILITIES = Capability.IDS_AHEAD
 
 # The text search configuration of items.search_vector, made by migration 7: searches use it too.
 TS_CONFIG = "turnstore_english"
@@ -127,6 +128,8 @@ _OWN: dict[Statement, str] = {
     # waited for the lock would join the session row, re-read, to the head run it read before
     # waiting, which the writer it waited for may have deleted (NULL run columns).
     S.LOCK_SESSION: "SELECT 1 FROM sessions WHERE session_id = :sid FOR UPDATE",
+    # Without a table: one statement wherever the session's rows live (Citus' coordinator).
+    A.NEXT_RUN_ID: "SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id",
     S.LOCK_HEAD: f"""
         SELECT s.head_run_id AS id, r.depth, r.item_count, {_VIEW} AS parent_id,
             EXISTS (SELECT 1 FROM runs c

@@ -226,38 +226,40 @@ class SQLiteBackend:
         cursor = conn.cursor()  # one for the whole operation: a statement is ~10 us
         execute = cursor.execute
         sql, checked = DIALECT.sql, DIALECT.checked
-
-        def run(query: Query) -> Any:
-            statement: Any = query.statement
-            if query.raw:  # the SQL itself (Query's signature says so)
-                return self._raw(cursor, statement, query)
-            try:
-                text = sql[statement]
-            except KeyError:
-                text = DIALECT[statement]  # raises, naming what is lacking
-            execute(text, query.params)
-            fetch = query.fetch
-            if fetch is Fetch.NONE:
-                return None
-            if fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
-                return cursor.lastrowid
-            if statement not in checked:
-                DIALECT.check(statement, cursor.description)
-            if fetch is Fetch.ALL or fetch is Fetch.VALUES:
-                # Rows straight from the cursor: no list of tuples in between.
-                return result_rows(statement, cursor)
-            return result_row(statement, cursor.fetchone())
-
         result: Any = None
         driving = DRIVING.set(self.capabilities)
         try:
             while True:
-                query = op.send(result)
-                if query.fetch is Fetch.GROUP:  # in a row: no round trips to save here
-                    members: tuple[Query, ...] = query.queries  # type: ignore[attr-defined]
-                    result = tuple([run(member) for member in members])
-                else:
-                    result = run(query)
+                sent = op.send(result)
+                # A group's queries run in a row (no round trips to save here); a lone query
+                # is a group of one, without a call of its own.
+                group = sent.fetch is Fetch.GROUP
+                results = []
+                for query in sent.queries if group else (sent,):  # type: ignore[attr-defined]
+                    statement: Any = query.statement
+                    fetch = query.fetch
+                    if query.raw:  # the SQL itself (Query's signature says so)
+                        result = self._raw(cursor, statement, query)
+                    else:
+                        try:
+                            text = sql[statement]
+                        except KeyError:
+                            text = DIALECT[statement]  # raises, naming what is lacking
+                        execute(text, query.params)
+                        if fetch is Fetch.NONE:
+                            result = None
+                        elif fetch is Fetch.ID:  # ~5 us less per insert than RETURNING
+                            result = cursor.lastrowid
+                        else:
+                            if statement not in checked:
+                                DIALECT.check(statement, cursor.description)
+                            if fetch is Fetch.ALL or fetch is Fetch.VALUES:
+                                # Rows straight from the cursor: no list of tuples between.
+                                result = result_rows(statement, cursor)
+                            else:
+                                result = result_row(statement, cursor.fetchone())
+                    results.append(result)
+                result = tuple(results) if group else result
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
