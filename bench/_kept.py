@@ -66,9 +66,10 @@ def main(
     repeats: int,
     bench: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
     argv: Sequence[str] | None,
+    options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
-    """Parse the command line (``size``: the corpus's option, its default and help) and run
-    ``bench``."""
+    """Parse the command line (``size``: the corpus's option, its default and help;
+    ``options`` adds a bench's own) and run ``bench``."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     option, default, help = size
     parser.add_argument(option, type=int, default=default, help=help)
@@ -76,6 +77,8 @@ def main(
     parser.add_argument("--postgres", metavar="URL", help="benchmark PostgreSQL instead")
     parser.add_argument("--dir", default="bench/results", help="where the SQLite file is kept")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    if options is not None:
+        options(parser)
     args = parser.parse_args(argv)
     if not args.postgres:
         Path(args.dir).mkdir(parents=True, exist_ok=True)

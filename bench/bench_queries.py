@@ -1,27 +1,26 @@
-"""Query benchmarks: full-text search over 100,000 runs, and the session catalogue's pages.
+"""Query benchmarks: full-text search over a bulk-built corpus of runs (issue 31), and the
+session catalogue's pages over sessions built through turnstore (issue 4).
 
-    .venv/bin/python bench/bench_queries.py                   # SQLite, 100,000 runs
-    .venv/bin/python bench/bench_queries.py --runs 20000      # smaller
+    .venv/bin/python bench/bench_queries.py                    # SQLite: search at 100,000 runs
+    .venv/bin/python bench/bench_queries.py --search-runs 1000000 --only search   # at 1M
     .venv/bin/python bench/bench_queries.py --postgres postgresql://postgres@127.0.0.1/test
     .venv/bin/python bench/bench_queries.py --json bench/results/queries.json
 
-The store holds ``--runs`` sessions of one realistic SDK turn each (user message, tool call and
-output, answer: ``_common.make_turn``), i.e. that many sessions and runs and four times as many
-items, spread over 1,000 users. It is built by a bulk path (many sessions per transaction,
-through the same ``graft`` operation ``Store.add_runs`` uses) and kept between runs (SQLite:
-``--dir``, default ``bench/results``; delete the file to rebuild).
+Search: ``_search_corpus.py`` writes ``--search-runs`` runs (two items each) straight into
+turnstore's tables, with words of every frequency: in every run, in 10%, in 1%, in 10 runs,
+a phrase in 10 runs and its words apart in 10 more, and two words in every run never side by
+side. It is built once and kept outside the repository (``--cache``, default
+``/tmp/turnstore-bench-cache``; PostgreSQL: a schema named after it); delete it to rebuild.
+Each query is timed ``--search-repeats`` times (median): ranked, newest first, and counted.
 
-The corpus's words come from a vocabulary of about 70, so every one of them is in most items.
-Rare words are planted to make searches of known selectivity: an exact phrase in 10 runs
-(and its words apart in 10 more), a word in 10 runs and a word in 1% of the runs. Measured:
+Sessions: the store holds ``--runs`` sessions of one realistic SDK turn each
+(``_common.make_turn``), spread over 1,000 users, built through the same ``graft`` operation
+``Store.add_runs`` uses and kept between runs (SQLite: ``--dir``, default ``bench/results``).
+Measured: the newest 50 sessions (page 1), page 1,000 (after 49,950 sessions, reached by
+following the cursors), the newest 50 of one user, and with a metadata filter.
 
-- ``search``: each planted query; a common word (most items match: the cost of ranking them
-  all, no target); ``order="recent"`` (no ranking) for the 1% word and the common word; and
-  the ``LIKE '%…%'`` scan a blob store needs, for comparison.
-- ``sessions``: the newest 50 sessions (page 1), page 1,000 (after 49,950 sessions, reached by
-  following the cursors), the newest 50 of one user, and with a metadata filter.
-
-Targets (issue 4): search <= 2 ms; newest 50 <= 5 ms; page 1,000 within noise of page 1.
+Targets: every search <= 20 ms; a rare word, a phrase and the newest matches <= 2 ms (issue
+31); newest 50 sessions <= 5 ms; page 1,000 within noise of page 1 (issue 4).
 """
 
 from __future__ import annotations
@@ -35,31 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import _kept
+import _search_corpus as corpus
 from _common import Results, Target, make_turn, measure, medians_table
 from turnstore import FIRST_PAGE, PageCursor, Store
 from turnstore.core import append, catalogue
 from turnstore.core.append import GraftRun
 from turnstore.core.codec import prepare_items
-from turnstore.core.ops import Fetch, Op, Query
+from turnstore.core.ops import Op
 
-PHRASE = "zeppelin maintenance schedule"
-RARE = "quokka"
-COMMON_PLANTED = "albatross"
 CHUNK = 2_000  # sessions per transaction while building
-
-
-def _planted(index: int, runs: int) -> str | None:
-    """The text planted in run ``index``'s user message, if any."""
-    step = max(1, runs // 10)
-    if index % step == 0:
-        return f"Please check the {PHRASE} again."
-    if index % step == 1:
-        return "The schedule for the zeppelin needs maintenance."  # the words, apart
-    if index % step == 2:
-        return f"Is a {RARE} a marsupial?"
-    if index % 100 == 3:
-        return f"An {COMMON_PLANTED} flew over the warehouse."
-    return None
+SEARCH_MS, QUICK_MS = 20.0, 2.0
 
 
 def _bulk(chunk: Sequence[tuple[str, list[GraftRun], catalogue.SessionPatch, Any]]) -> Op[None]:
@@ -75,7 +59,7 @@ async def build(store: Store, runs: int, log: Any) -> None:
     for first in range(0, runs, CHUNK):
         chunk = []
         for index in range(first, min(runs, first + CHUNK)):
-            turn = make_turn(index, seed=4, question=_planted(index, runs))
+            turn = make_turn(index, seed=4)
             items = [item for batch in turn for item in batch]
             when = store.backend.bind_time(start + timedelta(milliseconds=index))
             patch = catalogue.SessionPatch(
@@ -88,56 +72,46 @@ async def build(store: Store, runs: int, log: Any) -> None:
         log(f"  built {done:,} / {runs:,} runs ({rate:,.0f} runs/s)")
 
 
-def _like_scan(store: Store, pattern: str) -> Any:
-    placeholder = ":p" if store.backend.dialect == "sqlite" else "%(p)s"
-    statement = f"SELECT id FROM items WHERE text LIKE {placeholder} LIMIT 20"
-
-    async def action() -> None:
-        def op() -> Op[Any]:
-            rows = yield Query(statement, {"p": f"%{pattern}%"}, Fetch.ALL, raw=True)
-            return rows
-
-        await store.backend.run(op, write=False)
-
-    return action
-
-
-async def bench(store: Store, runs: int, repeats: int, log: Any) -> tuple[Results, list[Any]]:
+async def bench_search(
+    store: Store, runs: int, repeats: int, log: Any
+) -> tuple[Results, list[Target]]:
+    """Each corpus query ranked, the common ones newest first, and counted; their targets."""
     results = Results()
-    step = max(1, runs // 10)
-    expected = {
-        f'"{PHRASE}"': 10,
-        "zeppelin schedule maintenance": 20,
-        RARE: len(range(2, runs, step)),
-        COMMON_PLANTED: 20,  # limit
-    }
     log("search")
-    for query, count in expected.items():
-        hits = await store.search(query)
-        if len(hits) != min(count, 20):
-            raise AssertionError(f"search {query!r} found {len(hits)}, not {min(count, 20)}")
+    targets: list[Target] = []
+    quick = {corpus.RARE, f'"{corpus.PHRASE}"', "zeppelin schedule maintenance"}
+    cases = [(query, "relevance") for query in corpus.expected(runs)]
+    cases += [(corpus.EVERY, "recent"), (corpus.APART, "recent")]
+    for query, order in cases:
+        expected = corpus.expected(runs)[query]
+        hits = await store.search(query, order=order)  # type: ignore[arg-type]
+        if len(hits) != min(expected, 20):
+            raise AssertionError(f"search {query!r} found {len(hits)}, not {min(expected, 20)}")
+        case = f"search {query}" + (", newest first" if order == "recent" else "")
 
-        async def search(query: str = query) -> None:
-            await store.search(query)
+        async def search(query: str = query, order: Any = order) -> None:
+            await store.search(query, order=order)
 
-        results.add(f"search {query}", "turnstore", await measure(search, repeats=repeats))
-    results.add(
-        "search common word (most items match)",
-        "turnstore",
-        await measure(lambda: store.search("refund"), repeats=max(3, repeats // 10)),
-    )
-    for query in (COMMON_PLANTED, "refund"):
-        results.add(
-            f"search {query}, order=recent",
-            "turnstore",
-            await measure(lambda q=query: store.search(q, order="recent"), repeats=repeats),
-        )
-    results.add(
-        f"LIKE scan for {PHRASE!r} (reference)",
-        "turnstore",
-        await measure(_like_scan(store, PHRASE), repeats=max(3, repeats // 10)),
-    )
+        results.add(case, "turnstore", await measure(search, repeats=repeats))
+        limit = QUICK_MS if query in quick or order == "recent" else SEARCH_MS
+        if not (order == "recent" and query == corpus.APART):
+            targets.append(Target(f"{case} (ms)", (case, "turnstore"), limit))
+    for query in (corpus.EVERY, corpus.HUNDREDTH, corpus.RARE):
+        case = f"count {query}"
 
+        async def count(query: str = query) -> None:
+            await store.search_count(query)
+
+        results.add(case, "turnstore", await measure(count, repeats=repeats))
+        targets.append(Target(f"{case} (ms)", (case, "turnstore"), SEARCH_MS))
+    return results, targets
+
+
+async def bench_sessions(
+    store: Store, runs: int, repeats: int, log: Any
+) -> tuple[Results, list[Target]]:
+    """The catalogue's pages; their targets."""
+    results = Results()
     log("sessions: following cursors to page 1,000")
     first = await store.sessions(limit=50)
     assert first[0].session_id == f"session-{runs - 1:07d}", first[0]
@@ -174,49 +148,76 @@ async def bench(store: Store, runs: int, repeats: int, log: Any) -> tuple[Result
     )
     t = "turnstore"
     targets = [
-        Target("search exact phrase (ms)", (f'search "{PHRASE}"', t), 2.0),
-        Target("search words apart (ms)", ("search zeppelin schedule maintenance", t), 2.0),
-        Target("search rare word (ms)", (f"search {RARE}", t), 2.0),
-        Target("search word in 1% of runs (ms)", (f"search {COMMON_PLANTED}", t), 2.0),
-        Target("search common word, recent (ms)", ("search refund, order=recent", t), 2.0),
         Target("newest 50 sessions (ms)", ("sessions page 1", t), 5.0),
         Target("page 1,000 / page 1", ("sessions page 1,000", t), 1.5, ("sessions page 1", t)),
     ]
     return results, targets
 
 
+async def sessions_store(args: argparse.Namespace, log: Any) -> tuple[Store, str]:
+    """The sessions corpus, built if it is not there yet."""
+    if args.postgres:
+        schema = f"bench_queries_{args.runs}"
+        store, where = Store.open(args.postgres, schema=schema), f"{args.postgres} schema {schema}"
+    else:
+        path = Path(args.dir) / f"queries-{args.runs}.db"
+        store, where = Store.open(path), str(path)
+    existing = await _kept.count(store, "runs")
+    if existing != args.runs:
+        if existing:
+            await store.aclose()
+            raise SystemExit(f"{where} holds {existing} runs, not {args.runs}: delete it")
+        log(f"building {args.runs:,} runs in {where}")
+        await build(store, args.runs, log)
+        await _kept.analyze(store)
+    return store, where
+
+
 async def main_async(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    if args.postgres:
-        schema = f"bench_queries_{args.runs}"
-        store = Store.open(args.postgres, schema=schema)
-        where = f"{args.postgres} schema {schema}"
-    else:
-        path = Path(args.dir) / f"queries-{args.runs}.db"
-        store = Store.open(path)
-        where = str(path)
-    try:
-        existing = await _kept.count(store, "runs")
-        if existing != args.runs:
-            if existing:
-                raise SystemExit(f"{where} holds {existing} runs, not {args.runs}: delete it")
-            log(f"building {args.runs:,} runs in {where}")
-            await build(store, args.runs, log)
-            await _kept.analyze(store)
-        results, targets = await bench(store, args.runs, args.repeats, log)
-    finally:
-        await store.aclose()
-    print(f"\nturnstore queries, {args.runs:,} sessions/runs, {where}\n")
+    results, targets, where = Results(), list[Target](), list[str]()
+    parts = ("search", "sessions") if args.only is None else (args.only,)
+    for part in parts:
+        if part == "search":
+            store, place = await corpus.open_corpus(
+                args.search_runs, postgres=args.postgres, cache=Path(args.cache), log=log
+            )
+            size, action, repeats = args.search_runs, bench_search, args.search_repeats
+        else:
+            store, place = await sessions_store(args, log)
+            size, action, repeats = args.runs, bench_sessions, args.repeats
+        try:
+            found, aims = await action(store, size, repeats, log)
+        finally:
+            await store.aclose()
+        results.rows.extend(found.rows)
+        targets.extend(aims)
+        where.append(f"{part}: {size:,} runs in {place}")
+    print("\nturnstore queries; " + "; ".join(where) + "\n")
     print(medians_table(results, ["turnstore"]))
-    return _kept.report(results, targets, args.json, runs=args.runs)
+    return _kept.report(results, targets, args.json, runs=args.runs, search_runs=args.search_runs)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--search-runs", type=int, default=100_000, help="search corpus runs")
+    parser.add_argument("--search-repeats", type=int, default=5, help="timed calls per search")
+    parser.add_argument("--only", choices=("search", "sessions"), help="one part only")
+    parser.add_argument(
+        "--cache", default="/tmp/turnstore-bench-cache", help="where the search corpus is kept"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run the benchmark."""
     return _kept.main(
-        __doc__ or "", ("--runs", 100_000, "sessions (one run each)"), 200, main_async, argv
+        __doc__ or "",
+        ("--runs", 100_000, "sessions (one run each)"),
+        200,
+        main_async,
+        argv,
+        options=_options,
     )
 
 

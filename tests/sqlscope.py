@@ -79,11 +79,13 @@ CROSS_SESSION = {
         for key in ("agent", "model", "tool", "day", "run", "session", "user")
     },
     "dataset_runs": "the runs a dataset selects, across sessions (Store.dataset)",
-    "search": "full-text search across sessions, one optionally",
-    "search_recent": "full-text search across sessions, one optionally",
-    "search_errors": "full-text search of tool calls' errors across sessions, one optionally",
-    "search_errors_recent": "full-text search of tool calls' errors, newest first",
-    "count_matches": "how many items and tool errors a search matches, up to a bound",
+    "search_item_ids": "full-text search across sessions, one optionally: the newest matches",
+    "search_item_hits": "full-text search across sessions: matches ranked, with snippets",
+    "search_item_probe": "full-text search across sessions: how common a word is lately",
+    "search_item_count": "how many items a search matches, up to a bound",
+    "search_item_ids_between": "full-text search across sessions: the newest matches in a range",
+    "search_error_ids": "full-text search of tool calls' errors across sessions: the newest",
+    "search_error_hits": "full-text search of tool calls' errors: a page's snippets",
 }
 
 # How the library's statements name their session (rendered for psycopg); and any one value,

@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import _common  # noqa: E402
+import _search_corpus  # noqa: E402
 import _write_floor  # noqa: E402
 import bench_session  # noqa: E402
 from turnstore import Store, StructuredSession  # noqa: E402
@@ -205,10 +206,13 @@ def test_the_query_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:
 
     out = tmp_path / "queries.json"
     bench_queries.main(
-        ["--runs", "2000", "--repeats", "1", "--dir", str(tmp_path), "--json", str(out)]
-    )
+        ["--runs", "2000", "--repeats", "1", "--dir", str(tmp_path), "--json", str(out),
+         "--search-runs", "2000", "--search-repeats", "1", "--cache", str(tmp_path)]
+    )  # fmt: skip
     figures = json.loads(out.read_text())
-    assert figures  # every figure was measured and written, whatever its verdict
+    measured = {row["case"] for row in figures["results"]}
+    assert {f"search {query}" for query in _search_corpus.expected(2000)} <= measured
+    assert {"count quokka", "sessions page 1"} <= measured
 
 
 def test_the_catalogue_benchmark_runs_at_a_small_size(tmp_path: Path) -> None:

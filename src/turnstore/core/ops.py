@@ -92,6 +92,9 @@ class Capability(Flag):
     IDS_AHEAD = auto()
     """A row's id can be had before its insert (PostgreSQL's sequences), in the same round
     trip as the session's lock: the insert then need not wait for its ``RETURNING``."""
+    SEARCH_PROBE = auto()
+    """The search index cannot give a word's newest matches first (PostgreSQL's GIN): a
+    search probes the newest items to choose between reading them backwards and the index."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -110,6 +113,9 @@ class Statement:
     sql: str | None = None
     needs: Capability = Capability.NONE
     """The capability a backend needs to run it (NONE: every backend runs it)."""
+    replan: bool = False
+    """Planned with its parameters' values at every call, never by a cached generic plan
+    (PostgreSQL's prepared statements): for a statement whose best plan depends on them."""
 
     fetch = Fetch.NONE
     columns: tuple[str, ...] = ()

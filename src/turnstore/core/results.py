@@ -245,3 +245,9 @@ class SearchRow(NamedTuple):
     created_at: Any
     snippet: str | None
     rank: float
+    exact: bool
+
+
+class SearchProbeRow(NamedTuple):
+    top: int | None
+    matches: int

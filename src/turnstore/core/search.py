@@ -17,8 +17,8 @@ from ..domain.model import SearchCount, SearchResult
 from ..domain.turns import BranchRef
 from . import search_sql as Q
 from . import turns
-from .ops import Op
-from .results import SearchRow
+from .ops import All, Capability, Op, Values, supports
+from .results import SearchProbeRow, SearchRow
 from .search_index import copy_backlog, index_backlog
 from .tables import as_datetime
 
@@ -26,6 +26,7 @@ __all__ = [
     "COUNT_BOUND",
     "SEARCH_ORDERS",
     "SNIPPET_MARKS",
+    "WINDOW",
     "SearchFilter",
     "SearchOrder",
     "SearchQuery",
@@ -223,7 +224,6 @@ class SearchFilter:
             "until": self.until,
             "roles": json.dumps(list(self.roles)) if self.roles is not None else None,
             "types": json.dumps(list(self.types)) if self.types is not None else None,
-            "exclude": "[]",
         }
 
 
@@ -243,24 +243,89 @@ def _index(feed: bool) -> Op[bool]:
 
 def search_count(query: str, *, where: SearchFilter, feed: bool) -> Op[SearchCount]:
     """How many items match ``query`` (in their text or their tool call's error), counted up
-    to ``COUNT_BOUND``."""
+    to ``COUNT_BOUND``: the newest ``COUNT_BOUND + 1`` matches are read as a search reads
+    a block, so a count costs what a few blocks do, however many items match."""
     parsed = parse_search(query)
     if not parsed:
         return SearchCount(0, exact=True)
     backlog = yield from _index(feed)
-    params = {
-        **(yield from where.params()),
-        "fts": parsed.fts5(),
-        "tsq": parsed.tsquery(),
-        "cap": COUNT_BOUND + 1,
-    }
-    matches = yield Q.COUNT_MATCHES(params)
-    if backlog and matches <= COUNT_BOUND:
-        matches += yield Q.COUNT_BACKLOG_MATCHES(params)
+    params = {**(yield from where.params()), "fts": parsed.fts5(), "tsq": parsed.tsquery()}
+    matches = 0
+    for source in [_ITEMS, _ERRORS, *([_BACKLOG] if backlog else [])]:
+        if matches <= COUNT_BOUND:
+            cap = COUNT_BOUND + 1 - matches
+            if source is _ITEMS and (yield from _probed(params, where)) is not None:
+                # A word not common lately: its index read in any order stops at the cap.
+                matches += yield Q.SEARCH_ITEM_COUNT({**params, "cap": cap})
+            else:
+                matches += len((yield source.ids({**params, "n": cap})))
     return SearchCount(min(matches, COUNT_BOUND), exact=matches <= COUNT_BOUND)
 
 
-def _result(row: SearchRow, *, exact: bool, tool_error: bool) -> SearchResult:
+# How many of the newest matches a search ranks together: the matches are cut, newest
+# first, into blocks of WINDOW, and each block is ranked on its own (exact phrases first,
+# then by rank or by recency), so a page costs reading its blocks, however many runs match.
+WINDOW = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    ids: Values[int]
+    hits: All[SearchRow]
+    tool_error: bool
+
+
+_ITEMS = _Source(Q.SEARCH_ITEM_IDS, Q.SEARCH_ITEM_HITS, False)
+_ERRORS = _Source(Q.SEARCH_ERROR_IDS, Q.SEARCH_ERROR_HITS, True)
+_BACKLOG = _Source(Q.SEARCH_BACKLOG_IDS, Q.SEARCH_BACKLOG_HITS, False)
+
+# Where the index cannot give the newest matches first (Capability.SEARCH_PROBE), a search
+# counts the matches among the newest PROBE items: at SCAN_MATCHES or more, a word is
+# common enough that reading items backwards finds a block soon (at most PROBE * WINDOW /
+# SCAN_MATCHES rows); rarer, the word's index is read, first over the ids the probe's rate
+# says hold a block (twice that, for its error), then below them if they did not.
+PROBE = 2000
+SCAN_MATCHES = 20
+
+
+def _probed(params: dict[str, Any], where: SearchFilter) -> Op[SearchProbeRow | None]:
+    """Where the index cannot give the newest matches first, how many of the newest items
+    match, unless a backward scan serves (a common word, or one session's items: read
+    backwards through its own index): then None."""
+    if where.session_id is not None or not supports(Capability.SEARCH_PROBE):
+        return None
+    probe: SearchProbeRow = yield Q.SEARCH_ITEM_PROBE({**params, "probe": PROBE})
+    return None if probe.matches >= SCAN_MATCHES else probe
+
+
+def _newest(source: _Source, params: dict[str, Any], n: int, where: SearchFilter) -> Op[list[int]]:
+    """The ids of the newest ``n`` matches of ``source``."""
+    if source is not _ITEMS:
+        ids: list[int] = yield source.ids({**params, "n": n})
+        return ids
+    probe = yield from _probed(params, where)
+    if probe is None:
+        ids = yield source.ids({**params, "n": n})
+        return ids
+    if probe.top is None:
+        return []
+    floor = 0 if not probe.matches else max(0, probe.top - 2 * n * PROBE // probe.matches)
+    ids = yield Q.SEARCH_ITEM_IDS_BETWEEN({**params, "n": n, "lo": floor + 1, "hi": probe.top})
+    if len(ids) < n and floor:
+        below = {**params, "n": n - len(ids), "lo": 0, "hi": floor}
+        ids = [*ids, *(yield Q.SEARCH_ITEM_IDS_BETWEEN(below))]
+    return ids
+
+
+def _among(params: dict[str, Any], ids: list[int]) -> dict[str, Any]:
+    """The parameters of a statement that reads the matches ``ids``: the ids (a JSON list)
+    and their range (which an index of matches can seek)."""
+    return {**params, "lo": min(ids), "hi": max(ids), "ids": json.dumps(ids)}
+
+
+def _result(row: SearchRow, score: SearchRow, *, exact: bool, tool_error: bool) -> SearchResult:
+    """A result: ``row`` with its snippet, ``score`` with its rank (the same row, or that
+    row read in its block)."""
     snippet, matches = unmark(row.snippet or "")
     return SearchResult(
         session_id=row.session_id,
@@ -269,8 +334,8 @@ def _result(row: SearchRow, *, exact: bool, tool_error: bool) -> SearchResult:
         type=row.type,
         role=row.role,
         snippet=snippet,
-        rank=float(row.rank),
-        exact=exact,
+        rank=float(score.rank),
+        exact=exact or bool(score.exact),
         created_at=as_datetime(row.created_at),
         matches=matches,
         tool_error=tool_error,
@@ -286,53 +351,80 @@ def search(
     order: SearchOrder,
     feed: bool,
 ) -> Op[list[SearchResult]]:
-    """Items whose text (or tool call's error) matches ``query``: exact-phrase matches first,
-    then by ``order``; the ``limit`` results after the first ``offset``.
+    """Items whose text (or tool call's error) matches ``query``; the ``limit`` results
+    after the first ``offset``.
 
-    ``relevance`` ranks every match (its cost grows with the number of matching items);
-    ``recent`` takes the newest matches, at a cost that does not. ``feed=False`` (a read-only
-    store) leaves the search index as it is and searches a private copy of its backlog too.
+    The matches are cut, newest first, into blocks of ``WINDOW``; within a block, matches
+    of the query's words as one exact phrase come first, then by ``order``: ``relevance``
+    (the rank, within the block: see docs/queries.md) or ``recent``. The cost is that of
+    the blocks the page reaches, not of every match. ``feed=False`` (a read-only store)
+    leaves the search index as it is and searches a private copy of its backlog too.
     """
     parsed = parse_search(query)
     if not parsed:
         return []
     backlog = yield from _index(feed)
-    wanted = offset + limit
-    results: list[SearchResult] = []
-    tiers: list[tuple[str | None, str | None, bool]] = [
-        (parsed.fts5_phrase(), parsed.tsquery_phrase(), True),
-        (parsed.fts5(), parsed.tsquery(), False),
-    ]
-    if tiers[0][0] == tiers[1][0]:
-        del tiers[1]  # the query is itself one exact phrase
-    recent = order == "recent"
-    sources = [
-        (Q.SEARCH_RECENT if recent else Q.SEARCH, False),
-        (Q.SEARCH_ERRORS_RECENT if recent else Q.SEARCH_ERRORS, True),
-    ]
-    if backlog:
-        sources.append((Q.SEARCH_RECENT_BACKLOG if recent else Q.SEARCH_BACKLOG, False))
-    filters = yield from where.params()
-    for fts, tsq, exact in tiers:
-        if fts is None or len(results) >= wanted:
+    ranked = order == "relevance"
+    phrase = parsed.fts5_phrase()
+    every_exact = phrase is not None and phrase == parsed.fts5()  # the query is one phrase
+    if every_exact:
+        phrase = None
+    params: dict[str, Any] = {
+        **(yield from where.params()),
+        "fts": parsed.fts5(),
+        "tsq": parsed.tsquery(),
+        "phrase_fts": phrase,
+        "phrase_tsq": None if phrase is None else parsed.tsquery_phrase(),
+        "ranked": ranked,
+        "open": SNIPPET_MARKS[0],
+        "close": SNIPPET_MARKS[1],
+    }
+    first = offset // WINDOW * WINDOW
+    end = -(-(offset + limit) // WINDOW) * WINDOW
+    sources = [_ITEMS, _ERRORS, *([_BACKLOG] if backlog else [])]
+    # The newest matches of every source, merged by item id: the blocks the page reaches.
+    newest: list[tuple[int, _Source]] = []
+    for source in sources:
+        found = yield from _newest(source, params, end, where)
+        newest.extend((item_id, source) for item_id in found)
+    newest.sort(key=lambda match: -match[0])
+    blocks = newest[first:end]
+    if not blocks:
+        return []
+    page_start, page_end = offset - first, offset - first + limit
+    # Each match in order: its id, its row when its block was ranked, whether that row has
+    # its snippet (its whole block lies on the page: read at once), its source.
+    ordered: list[tuple[int, SearchRow | None, bool, _Source]] = []
+    for start in range(0, len(blocks), WINDOW):
+        block = blocks[start : start + WINDOW]
+        if not ranked and phrase is None:  # newest first is the block's order already
+            ordered.extend((item_id, None, False, source) for item_id, source in block)
             continue
-        params = {
-            **filters,
-            "open": SNIPPET_MARKS[0],
-            "close": SNIPPET_MARKS[1],
-            "fts": fts,
-            "tsq": tsq,
-            "exclude": json.dumps([str(result.item_id) for result in results]),
-            "limit": wanted - len(results),
-        }
-        found: list[tuple[SearchRow, bool]] = []
-        for statement, tool_error in sources:
-            found.extend((row, tool_error) for row in (yield statement(params)))
-        # The statements' own order, across them: rank (negated) first, else newest first.
-        found.sort(key=lambda hit: -hit[0].id if recent else (-hit[0].rank, hit[0].id))
-        seen = {result.item_id for result in results}
-        for row, tool_error in found:
-            if row.id not in seen and len(results) < wanted:
-                seen.add(row.id)
-                results.append(_result(row, exact=exact, tool_error=tool_error))
-    return results[offset:]
+        whole = page_start <= start and start + len(block) <= page_end
+        read: list[tuple[SearchRow, _Source]] = []
+        for source in sources:
+            if ids := [item_id for item_id, found in block if found is source]:
+                rows = yield source.hits(_among({**params, "snippets": whole}, ids))
+                read.extend((row, source) for row in rows)
+        # Exact phrases first; then by rank, a tie the older first; or newest first.
+        read.sort(
+            key=lambda hit: (
+                (not hit[0].exact, -hit[0].rank, hit[0].id)
+                if ranked
+                else (not hit[0].exact, -hit[0].id)
+            )
+        )
+        ordered.extend((row.id, row, whole, source) for row, source in read)
+    page = ordered[page_start:page_end]
+    snippets: dict[int, SearchRow] = {}
+    for source in sources:
+        if ids := [item_id for item_id, _, done, found in page if found is source and not done]:
+            unranked = {**params, "snippets": True, "ranked": False}
+            snippets.update((row.id, row) for row in (yield source.hits(_among(unranked, ids))))
+    results = []
+    for item_id, row, done, source in page:
+        shown = row if done else snippets.get(item_id)
+        if shown is not None:
+            scored = shown if row is None else row
+            results.append(_result(shown, scored, exact=every_exact, tool_error=source.tool_error))
+    return results

@@ -11,37 +11,50 @@ indexed.
 
 from __future__ import annotations
 
-from .ops import All, Capability, Statement, Value
-from .results import SearchRow
+from .ops import All, Capability, One, Statement, Value, Values
+from .results import SearchProbeRow, SearchRow
 from .syntax import Syntax
 
 __all__ = ["STATEMENTS", "error_item", "search_filters"]
 
-# By relevance or newest first; the "_BACKLOG" variants search the private copy of the
-# backlog that a read-only store makes (search_index.copy_backlog), the "_ERRORS" ones the
-# tool calls' errors.
-SEARCH = All("search", row=SearchRow)
-SEARCH_RECENT = All("search_recent", row=SearchRow)
-SEARCH_BACKLOG = All("search_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
-SEARCH_RECENT_BACKLOG = All("search_recent_backlog", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
-SEARCH_ERRORS = All("search_errors", row=SearchRow)
-SEARCH_ERRORS_RECENT = All("search_errors_recent", row=SearchRow)
-# How many items match, counted up to :cap (a count costs what a page does): in the index
-# and in tool errors, and in a read-only store's backlog copy.
-COUNT_MATCHES = Value("count_matches", column="matches", holds=int)
-COUNT_BACKLOG_MATCHES = Value(
-    "count_backlog_matches", needs=Capability.SEARCH_BACKLOG, column="matches", holds=int
+# A search reads each source of matches (the items' index, the tool calls' errors, and a
+# read-only store's private copy of the backlog: search_index.copy_backlog) in steps bounded
+# by the page: "_IDS" the newest :n matching item ids; "_HITS" the matches of :ids (a JSON
+# list; :lo..:hi their range, where an index of matches can seek it: they are all the
+# source's matches in it) with their rank (when :ranked, over those rows), whether they hold
+# the exact phrase (:phrase_fts / :phrase_tsq, NULL for none) and their snippets (when
+# :snippets): a block ranked, then its page's snippets, or both at once when they are one.
+SEARCH_ITEM_IDS = Values("search_item_ids", column="id", holds=int)
+SEARCH_ITEM_HITS = All("search_item_hits", row=SearchRow)
+SEARCH_ERROR_IDS = Values("search_error_ids", column="id", holds=int)
+SEARCH_ERROR_HITS = All("search_error_hits", row=SearchRow)
+SEARCH_BACKLOG_IDS = Values(
+    "search_backlog_ids", needs=Capability.SEARCH_BACKLOG, column="id", holds=int
+)
+SEARCH_BACKLOG_HITS = All("search_backlog_hits", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
+# Where the index cannot give the newest matches first (Capability.SEARCH_PROBE): the
+# newest item's id and how many of the newest :probe items match; the newest :n matches
+# with ids in :lo..:hi, read through the word's index (planned for the values: a narrow
+# range is read through both indexes).
+SEARCH_ITEM_PROBE = One("search_item_probe", needs=Capability.SEARCH_PROBE, row=SearchProbeRow)
+# How many items match, in any order, up to :cap (a word not common lately).
+SEARCH_ITEM_COUNT = Value(
+    "search_item_count", needs=Capability.SEARCH_PROBE, column="matches", holds=int
+)
+SEARCH_ITEM_IDS_BETWEEN = Values(
+    "search_item_ids_between", needs=Capability.SEARCH_PROBE, replan=True, column="id", holds=int
 )
 
 STATEMENTS: tuple[Statement, ...] = (
-    SEARCH,
-    SEARCH_RECENT,
-    SEARCH_BACKLOG,
-    SEARCH_RECENT_BACKLOG,
-    SEARCH_ERRORS,
-    SEARCH_ERRORS_RECENT,
-    COUNT_MATCHES,
-    COUNT_BACKLOG_MATCHES,
+    SEARCH_ITEM_IDS,
+    SEARCH_ITEM_PROBE,
+    SEARCH_ITEM_IDS_BETWEEN,
+    SEARCH_ITEM_COUNT,
+    SEARCH_ITEM_HITS,
+    SEARCH_ERROR_IDS,
+    SEARCH_ERROR_HITS,
+    SEARCH_BACKLOG_IDS,
+    SEARCH_BACKLOG_HITS,
 )
 
 
@@ -53,8 +66,7 @@ def error_item(calls: str = "t") -> str:
 def search_filters(syntax: Syntax, item: str = "i") -> str:
     """The conditions a matching item (alias ``item``) must meet: the search's filters
     (session, user, agent, model, time range, roles, types, the runs of a branch's path:
-    ``:run_ids``) and not already found (``:exclude``; both JSON lists of ids as strings: one
-    type on every dialect)."""
+    ``:run_ids``, a JSON list of ids as strings: one type on every dialect)."""
     runs = (
         f"EXISTS (SELECT 1 FROM runs r WHERE {syntax.joined('r', item)}r.id = {item}.run_id"
         f" AND {syntax.optional('agent', 'text', 'r.agent_name = :agent')}"
@@ -80,5 +92,4 @@ def search_filters(syntax: Syntax, item: str = "i") -> str:
         syntax.optional(
             "run_ids", "text", f"CAST({item}.run_id AS TEXT) IN ({syntax.values('run_ids')})"
         )
-    }
-          AND CAST({item}.id AS TEXT) NOT IN ({syntax.values("exclude")})"""
+    }"""

@@ -34,7 +34,7 @@ from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
 
-CAPABILITIES = Capability.IDS_AHEAD
+CAPABILITIES = Capability.IDS_AHEAD | Capability.SEARCH_PROBE
 
 # The text search configuration of items.search_vector, made by migration 7: searches use it too.
 TS_CONFIG = "turnstore_english"
@@ -355,10 +355,15 @@ SYNTAX = Syntax(
 """PostgreSQL's tokens in the statements written once (core.shared_sql)."""
 
 
-# Rank and limit first, then headline only the rows returned (ts_headline re-parses the
-# text). to_tsquery gets the query as rendered by search.SearchQuery: quoted lexemes
-# only, so user text is never tsquery syntax. The "_ERRORS" statements search tool calls'
-# errors (migration 14's index), each found as its item, unless that item's text matches too.
+# A search (core.search) reads the newest matches' ids, then ranks a block of them
+# (ts_rank_cd reads only the item's own vector: no corpus statistics; normalised by
+# 1 + the log of the item's length, as SQLite's rank prefers the shorter), then headlines
+# those of the page (ts_headline re-parses the text). The newest matches come from a
+# backward scan of items_id filtered by @@ for a common word, from the GIN index for a rare
+# one: the planner's choice, by the words' statistics. to_tsquery gets the query as
+# rendered by search.SearchQuery: quoted lexemes only, so user text is never tsquery syntax.
+# The "_ERROR" statements search tool calls' errors (migration 14's index), each found as
+# its item, unless that item's text matches too.
 _FILTERS = search_sql.search_filters(SYNTAX)
 _QUERY = f"to_tsquery('{TS_CONFIG}', :tsq)"
 _ITEM_MATCHES = (
@@ -376,43 +381,60 @@ _ERROR_MATCHES = (
               AND NOT i.search_vector @@ q"""
     + _FILTERS
 )
-_SEARCH = f"""
+_IDS = "SELECT i.id{matches} ORDER BY i.id DESC LIMIT :n"
+# The probe reads exactly the newest :probe items (a backward scan with a limit), filters and
+# all; the ids between two bounds are ordered by an expression, so that no plan walks items_id
+# backwards looking for a word it holds only far back (the planner guesses a word it has no
+# statistics for at 0.2% of items).
+_PROBE = f"""
+        SELECT max(i.id) AS top, count(*) FILTER (WHERE i.search_vector @@ q{_FILTERS}) AS matches
+        FROM (SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+                     i.search_vector
+              FROM items i ORDER BY i.id DESC LIMIT :probe) i, {_QUERY} q"""
+_IDS_BETWEEN = (
+    "SELECT i.id" + _ITEM_MATCHES + " AND i.id BETWEEN :lo AND :hi ORDER BY i.id + 0 DESC LIMIT :n"
+)
+_HITS = f"""
         SELECT h.id, h.session_id, h.run_id, h.type, h.role, h.created_at,
-            ts_headline('{TS_CONFIG}', left(h.text, 100000), {_QUERY}, '{_HEADLINE}') AS snippet,
-            h.rank
+            CASE WHEN :snippets THEN ts_headline('{TS_CONFIG}', left(h.text, 100000), {_QUERY},
+                                                 '{_HEADLINE}') END AS snippet,
+            h.rank, h.exact
         FROM (
-            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
-                {{text}} AS text, {{rank}} AS rank{{matches}}
-            ORDER BY {{order}}
-            LIMIT :limit
-        ) h
-        ORDER BY {{outer_order}}"""
+            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at, {{text}} AS text,
+                CASE WHEN :ranked THEN ts_rank_cd({{vector}}, q, 1) ELSE 0.0 END AS rank,
+                coalesce({{vector}} @@ to_tsquery('{TS_CONFIG}', :phrase_tsq::text), FALSE)
+                    AS exact
+            {{matches}}
+              AND i.id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)::bigint))
+        ) h"""
 
 
-def _search(matches: str, text: str, rank: str, order: str) -> str:
-    return _SEARCH.format(
-        matches=matches,
-        text=text,
-        rank=rank,
-        order=order,
-        outer_order=order.replace("i.id", "h.id").replace("rank", "h.rank"),
+def _statements(matches: str, vector: str, text: str) -> tuple[str, str]:
+    """A source's ids and hits statements."""
+    return (
+        _IDS.format(matches=matches),
+        _HITS.format(vector=vector, text=text, matches=matches),
     )
 
 
-_ERROR_RANK = f"ts_rank_cd({ERROR_VECTOR.format(t='t.')}, q)"
+_SOURCES: dict[tuple[Statement, ...], tuple[str, ...]] = {
+    (Q.SEARCH_ITEM_IDS, Q.SEARCH_ITEM_HITS): _statements(
+        _ITEM_MATCHES, "i.search_vector", "i.text"
+    ),
+    (Q.SEARCH_ERROR_IDS, Q.SEARCH_ERROR_HITS): _statements(
+        _ERROR_MATCHES, ERROR_VECTOR.format(t="t."), "t.error"
+    ),
+}
 _SEARCHES = {
-    Q.SEARCH: _search(_ITEM_MATCHES, "i.text", "ts_rank_cd(i.search_vector, q)", "rank DESC, i.id"),
-    Q.SEARCH_RECENT: _search(_ITEM_MATCHES, "i.text", "0.0::float8", "i.id DESC"),
-    Q.SEARCH_ERRORS: _search(_ERROR_MATCHES, "t.error", _ERROR_RANK, "rank DESC, i.id"),
-    Q.SEARCH_ERRORS_RECENT: _search(_ERROR_MATCHES, "t.error", "0.0::float8", "i.id DESC"),
-    # Counted up to :cap, so that a common word costs what a page does.
-    Q.COUNT_MATCHES: f"""
-        SELECT count(*) AS matches FROM (
-            (SELECT i.id{_ITEM_MATCHES})
-            UNION ALL
-            (SELECT i.id{_ERROR_MATCHES})
-            LIMIT :cap
-        ) c""",
+    Q.SEARCH_ITEM_PROBE: _PROBE,
+    Q.SEARCH_ITEM_COUNT: f"SELECT count(*) AS matches FROM (SELECT i.id{_ITEM_MATCHES}"
+    " LIMIT :cap) c",
+    Q.SEARCH_ITEM_IDS_BETWEEN: _IDS_BETWEEN,
+    **{
+        statement: sql
+        for group, sqls in _SOURCES.items()
+        for statement, sql in zip(group, sqls, strict=True)
+    },
 }
 
 _QUERIES: dict[Statement, str] = {

@@ -198,7 +198,9 @@ async def _send(conn: psycopg.AsyncConnection[Any], query: Query) -> tuple[Query
     except KeyError:
         text = DIALECT[statement]  # raises, naming what is lacking
     # Always with parameters: a rendered statement writes a literal % as %%.
-    return query, await conn.execute(text, query.params)
+    return query, await conn.execute(
+        text, query.params, prepare=False if statement.replan else None
+    )
 
 
 async def _receive(query: Query, cursor: Any) -> Any:

@@ -349,15 +349,19 @@ SYNTAX = Syntax(
 """SQLite's tokens in the statements written once (core.shared_sql)."""
 
 
-# rank (bm25) is lower for better matches; the result's rank is its negation. Ordering by
-# the rank column (not bm25()) lets FTS5 sort, and the snippets are then only made for
-# the rows returned.
-# "recent" leaves rank out: bm25 needs every query term's document count, which costs a
-# scan of the term's whole index entry when the term is common.
-# The "_BACKLOG" variants search the private copy of the items the index lacks that a
-# read-only store makes (see copy_backlog); the "_ERRORS" ones tool calls' errors (migration
-# 15), each found as its item, unless that item's text matches too.
+# A search (core.search) reads the newest matches' ids, then ranks a block of them, then
+# snippets those of the page. bm25 is not used: it needs each query term's
+# document count, which FTS5 gets by walking the term's whole index entry (a word in every
+# item costs as much as ranking them all). The rank is bm25 without those statistics, over
+# the block: each item's number of matched tokens (FTS5's highlight() marks them: one mark
+# character each), saturated (k1 = 1.2) and normalised by the item's length against the
+# block's mean (b = 0.75). A MATCH with a rowid range stops at the range (FTS5 seeks it);
+# the page's ids are then a plain filter (+rowid: not an FTS5 lookup per id, which walks).
+# The "_ERRORS" statements read tool calls' errors (migration 15), each found as its item,
+# unless that item's text matches too; the "_BACKLOG" ones the private copy of the items
+# the index lacks that a read-only store makes (see copy_backlog).
 _FILTERS = search_sql.search_filters(SYNTAX)
+_RANGE = "AND {fts}.rowid BETWEEN :lo AND :hi"
 _ITEM_MATCHES = (
     """
         FROM {fts} JOIN items i ON i.id = {fts}.rowid
@@ -373,40 +377,57 @@ _ERROR_MATCHES = (
 """
     + _FILTERS
 )
-_HIT = """
-        SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
-            snippet({fts}, 0, :open, :close, '…', 16) AS snippet, {rank} AS rank"""
-_PAGE = """
-        ORDER BY {order}
-        LIMIT :limit"""
+_IDS = "SELECT i.id{matches} ORDER BY {order} DESC LIMIT :n"
+_HITS = """
+        SELECT id, session_id, run_id, type, role, created_at, snippet,
+            CASE WHEN :ranked
+                 THEN hits / (hits + 1.2 * (0.25 + 0.75 * size / max(avg(size) OVER (), 1)))
+                 ELSE 0.0 END AS rank,
+            exact
+        FROM (
+            SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+                CASE WHEN :snippets
+                     THEN snippet({fts}, 0, :open, :close, '…', 16) END AS snippet,
+                CASE WHEN :ranked
+                     THEN length(highlight({fts}, 0, :open, '')) - length({text}) END AS hits,
+                length({text}) AS size,
+                CASE WHEN :phrase_fts IS NULL THEN 0 ELSE {fts}.rowid IN (
+                    SELECT rowid FROM {fts} WHERE {fts} MATCH :phrase_fts {range}) END AS exact
+            {matches} {outer_range}
+              AND +i.id IN (SELECT value FROM json_each(:ids))
+        )"""
 
 
-def _search(fts: str, matches: str, rank: str, order: str) -> str:
+def _statements(fts: str, matches: str, text: str, by_rowid: bool) -> tuple[str, str]:
+    """A source's ids and hits statements: ``by_rowid`` where the index's rowid is the
+    item's id (a range seeks), else the range filters item ids."""
+    matches = matches.replace("{fts}", fts)
+    inner = _RANGE.format(fts=fts)
+    outer = inner if by_rowid else "AND i.id BETWEEN :lo AND :hi"
     return (
-        _HIT.format(fts=fts, rank=rank.format(fts=fts))
-        + matches.replace("{fts}", fts)
-        + _PAGE.format(order=order.format(fts=fts))
-    )
+        _IDS.format(matches=matches, order=f"{fts}.rowid" if by_rowid else "i.id"),
+        _HITS.format(fts=fts, text=text, matches=matches, range=inner if by_rowid else "",
+                     outer_range=outer),
+    )  # fmt: skip
 
 
-_SEARCHES = {
-    Q.SEARCH: _search("items_fts", _ITEM_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"),
-    Q.SEARCH_RECENT: _search("items_fts", _ITEM_MATCHES, "0.0", "{fts}.rowid DESC"),
-    Q.SEARCH_BACKLOG: _search(
-        "items_fts_backlog", _ITEM_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"
+_SOURCES: dict[tuple[Statement, ...], tuple[str, ...]] = {
+    (Q.SEARCH_ITEM_IDS, Q.SEARCH_ITEM_HITS): _statements(
+        "items_fts", _ITEM_MATCHES, "i.text", True
     ),
-    Q.SEARCH_RECENT_BACKLOG: _search("items_fts_backlog", _ITEM_MATCHES, "0.0", "{fts}.rowid DESC"),
-    Q.SEARCH_ERRORS: _search("tool_errors_fts", _ERROR_MATCHES, "-{fts}.rank", "{fts}.rank, i.id"),
-    Q.SEARCH_ERRORS_RECENT: _search("tool_errors_fts", _ERROR_MATCHES, "0.0", "i.id DESC"),
-    # Counted up to :cap, so that a common word costs what a page does.
-    Q.COUNT_MATCHES: "SELECT count(*) AS matches FROM (SELECT i.id"
-    + _ITEM_MATCHES.replace("{fts}", "items_fts")
-    + " UNION ALL SELECT i.id"
-    + _ERROR_MATCHES
-    + " LIMIT :cap)",
-    Q.COUNT_BACKLOG_MATCHES: "SELECT count(*) AS matches FROM (SELECT i.id"
-    + _ITEM_MATCHES.replace("{fts}", "items_fts_backlog")
-    + " LIMIT :cap)",
+    (Q.SEARCH_BACKLOG_IDS, Q.SEARCH_BACKLOG_HITS): _statements(
+        "items_fts_backlog", _ITEM_MATCHES, "i.text", True
+    ),
+    (Q.SEARCH_ERROR_IDS, Q.SEARCH_ERROR_HITS): _statements(
+        "tool_errors_fts", _ERROR_MATCHES, "t.error", False
+    ),
+}
+_SEARCHES = {
+    **{
+        statement: sql
+        for group, sqls in _SOURCES.items()
+        for statement, sql in zip(group, sqls, strict=True)
+    },
 }
 
 _QUERIES: dict[Statement, str] = {

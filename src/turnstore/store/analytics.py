@@ -252,8 +252,11 @@ class AnalyticsMixin(StoreBase):
 
         The query is web-search style: words (all must occur), ``"an exact phrase"``,
         ``this OR that``, ``-excluded``, ``prefix*``; anything else is plain text, so no
-        input is a syntax error. Items holding the query's words as one exact phrase come
-        first, then the rest by relevance. ``roles`` (``"user"``, ``"assistant"``) and
+        input is a syntax error. The matches are ranked in blocks of the newest
+        ``WINDOW`` (200), newest block first: within a block, items holding the query's
+        words as one exact phrase come first, then the rest by relevance (docs/queries.md
+        says how it differs from ranking every match), so a search costs what its page
+        does however many items match. ``roles`` (``"user"``, ``"assistant"``) and
         ``types`` (``"message"``, ``"function_call"``, ``"function_call_output"``, …) filter
         the items; every branch of every session is searched unless ``session_id`` (or
         ``user_id``: that user's sessions) is given; ``agent`` and ``model`` keep the items
@@ -262,9 +265,7 @@ class AnalyticsMixin(StoreBase):
         ``tool_error`` set. ``offset`` skips that many results (a later page; at most
         ``MAX_SEARCH_OFFSET``). ``branch`` (a name, or a run id: with ``session_id``) keeps
         the items of that branch's path (``find_turns_by_content(term, branch=)``).
-        ``order="recent"`` returns the newest matches instead of the most relevant: ranking
-        costs a few microseconds per matching item, so prefer it for words that occur in many
-        thousands of items.
+        ``order="recent"`` orders each block newest first instead of by relevance.
         """
         order = validate.choice(order, "order", search.SEARCH_ORDERS)
         query = validate.text(query, "a search query")
