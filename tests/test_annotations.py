@@ -324,6 +324,12 @@ async def test_usage_carries_the_annotations_of_each_groups_runs(store: Store) -
     assert (await notes("day"))[today] == (4, 3, 0.5)  # the runs' day, not the prices'
     later = datetime.now(timezone.utc) + timedelta(days=1)
     assert await notes("agent", since=later) == {}
+    by_model = await store.annotation_stats("model", name="thumbs")
+    assert [(r.key, r.count, r.mean) for r in by_model] == [
+        ("m-new", 1, 1.0),
+        ("m-old", 1, 0.0),
+        ("mystery-model", 2, 0.5),
+    ]
     (row,) = await store.usage("user", user_id="alice", prices=PRICES)
     assert row.annotation is None
     assert row.cost == pytest.approx(ALICE)
