@@ -21,14 +21,15 @@ import bench_counts  # noqa: E402
 
 def test_the_count_benchmark_counts_both_threads(tmp_path: Path) -> None:
     rows = dict(asyncio.run(bench_counts.measure(tmp_path, [100], turns=1)))
-    # Three add_items calls, each a transaction of its own (BEGIN ... COMMIT) and more: 22
-    # statements sent, and SQLite's trace reports the tool call's INSERT once more where it
-    # enters the tool-errors index trigger (whose WHEN then skips a call without an error).
-    assert 6 < rows["write turn @100: statements"] <= 23
+    # Three add_items calls, each a transaction of its own (BEGIN ... COMMIT) and more: 21
+    # statements sent (the input's claim stores its new run's id: no UPDATE of the key), and
+    # SQLite's trace reports the tool call's INSERT once more where it enters the tool-errors
+    # index trigger (whose WHEN then skips a call without an error).
+    assert 6 < rows["write turn @100: statements"] <= 22
     # The worker thread's calls are counted too: the operation's generators run there.
     assert rows["write turn @100: Python calls"] > 100
     # The two-batch form: two transactions (and the trigger's trace, as above).
-    assert 4 < rows["write 2-batch turn @100: statements"] <= 18
+    assert 4 < rows["write 2-batch turn @100: statements"] <= 17
     assert rows["get_items() @120: Python calls"] > 50
     assert rows["get_items() @120: statements"] <= 3
     assert rows["get_items(20) @120: statements"] <= 3

@@ -30,12 +30,16 @@ from . import statements as S
 from .ops import Fetch, Group, Op, Query, Unchanged
 from .results import ClaimRow
 
-__all__ = ["HEAD", "KEEP_MS", "check_operation_id", "new_operation_id", "once"]
+__all__ = ["HEAD", "KEEP_MS", "NEW_RUN", "check_operation_id", "new_operation_id", "once"]
 
 T = TypeVar("T")
 
 HEAD: Any = object()
 """``once``'s ``likely``: the write's result is most likely the session's head run (its id)."""
+
+NEW_RUN: Any = object()
+"""``once``'s ``likely``: the write's result is most likely the first run it inserts (its id,
+where the backend knows it at the claim: SQLite's AUTOINCREMENT counter, under its lock)."""
 
 KEEP_MS = 24 * 3600 * 1000
 """How long a write's key is remembered: a retry within a day of the first try is safe."""
@@ -84,15 +88,22 @@ def once(
     its id), the stored value itself by default. An operation that ``ends_session`` (clear,
     delete) forgets the session's older keys too, so a deleted session leaves one key behind.
     ``likely`` is what ``keep`` will most likely give (None: no guess; ``HEAD``: the session's
-    head run as the claim finds it, where the backend reads it there): it is stored with the
-    claim, and the result is stored again only when it turns out otherwise.
+    head run as the claim finds it, ``NEW_RUN``: the first run the write inserts, where the
+    backend reads them there): it is stored with the claim, and the result is stored again
+    only when it turns out otherwise.
     """
     params = {"sid": session_id, "key": key}
     cutoff = max(int(key[:12], 16) - KEEP_MS, 0)
     before = f"{cutoff:012x}"
-    head = likely is HEAD
+    head, new_run = likely is HEAD, likely is NEW_RUN
     claim_query = S.CLAIM_OPERATION(
-        {**params, "before": before, "result": None if head else _stored(likely), "head": head}
+        {
+            **params,
+            "before": before,
+            "result": None if head or new_run else _stored(likely),
+            "head": head,
+            "new_run": new_run,
+        }
     )
     # The write's first statements go with the claim, up to the first whose result it needs
     # (the session's lock and head): one round trip on PostgreSQL, not two. Should the key be

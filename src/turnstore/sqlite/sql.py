@@ -91,11 +91,14 @@ _OWN: dict[Statement, str] = {
             (SELECT status FROM runs WHERE id = head_run_id) AS status""",
     # Whether old keys wait is one probe of the key index inside the claim, so that the
     # DELETE forgetting them runs only when there are some (rarely: a day after a key). The
-    # head read for a guess is the head the write starts from: BEGIN IMMEDIATE holds the lock.
+    # head read for a guess is the head the write starts from, and AUTOINCREMENT's counter
+    # the id of the first run it inserts: BEGIN IMMEDIATE holds the lock.
     S.CLAIM_OPERATION: claim_operation_sql(
         "EXISTS (SELECT 1 FROM operations WHERE session_id = :sid AND op_id < :before)",
         """coalesce(:result, (SELECT CAST(head_run_id AS TEXT) FROM sessions
-                              WHERE session_id = :sid AND :head))""",
+                              WHERE session_id = :sid AND :head),
+                  (SELECT CAST(seq + 1 AS TEXT) FROM sqlite_sequence
+                   WHERE name = 'runs' AND :new_run))""",
     ),
     # BEGIN IMMEDIATE holds the database's write lock already: nothing more to take.
     S.LOCK_SESSION: "SELECT 1 FROM sessions WHERE session_id = :sid",

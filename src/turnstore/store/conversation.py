@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core import append, compaction, history, reads, turns
 from ..core.codec import PreparedItem, prepare_items
-from ..core.once import HEAD
+from ..core.once import HEAD, NEW_RUN
 from ..core.telemetry import bind_times
 from ..domain import validate
 from ..domain.model import HistoryTail, SessionPatch, Telemetry, Usage
@@ -69,12 +69,14 @@ class ConversationMixin(StoreBase):
             ),
             operation_id,
             # A Runner call's later batches count for its run (the owner), a batch that
-            # starts no run for the head: the write key's claim stores that result at once,
-            # and nothing after the write needs to.
+            # starts a run for it, one that starts none for the head: the write key's claim
+            # stores that result at once, and nothing after the write needs to.
             likely=owner
             if owner is not None
+            else NEW_RUN
+            if _starts_run(batch)
             else None
-            if _starts_run(batch) or at is not None
+            if at is not None
             else HEAD,
         )
 
