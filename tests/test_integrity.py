@@ -49,6 +49,7 @@ from turnstore import (
     TurnstoreError,
 )
 from turnstore.core.ops import Fetch, Query
+from turnstore.core.tables import DETAIL_COLUMNS
 from turnstore.sqlite import migrations as sqlite_migrations
 
 ID_TABLES = ("runs", "items", "tool_calls")
@@ -151,6 +152,11 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         old = Store.open(target)
     # Write keys (core/once.py) came with a later step: this test writes without them.
     monkeypatch.setattr("turnstore.store.base.once", lambda sid, key, op, *args, **kwargs: op)
+    # Today's writes name the token details' columns (a later step too): the old database
+    # has them while it is written, and loses them again before the upgrade.
+    details = [(t, c) for t in ("runs", "model_responses") for c in DETAIL_COLUMNS]
+    for table, column in details:
+        await sql(old, f"ALTER TABLE {table} ADD COLUMN {column} TEXT", write=True)
     session = StructuredSession("s", old)
     r1, r2, r3 = await converse(session, "alpha", "bravo", "charlie")
     await session.edit(r2, "bravo edited")
@@ -174,17 +180,25 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
     assert await old.compact("s", [user("delta"), assistant("summary", item_id="m-sum")])
     await converse(session, "after compaction")
     rows_before = await snapshot(old)
-    every_column = {
-        table: await sql(old, f"SELECT * FROM {table} ORDER BY id") for table in ID_TABLES
-    }
     model_view = await session.get_items()
+    for table, column in details:
+        await sql(old, f"ALTER TABLE {table} DROP COLUMN {column}", write=True)
+    columns = {
+        table: ", ".join(row[1] for row in await sql(old, f"PRAGMA table_info({table})"))
+        for table in ID_TABLES
+    }
+    every_column = {
+        table: await sql(old, f"SELECT {columns[table]} FROM {table} ORDER BY id")
+        for table in ID_TABLES
+    }
     await old.aclose()
 
     store = Store.open(target)
     try:
         assert await snapshot(store) == rows_before
-        for table, rows in every_column.items():
-            assert await sql(store, f"SELECT * FROM {table} ORDER BY id") == rows, table
+        for table, rows in every_column.items():  # the columns of then (later steps add more)
+            found = await sql(store, f"SELECT {columns[table]} FROM {table} ORDER BY id")
+            assert found == rows, table
         assert await StructuredSession("s", store).get_items() == model_view
         fresh = Store.open(":memory:")
         try:
