@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -661,7 +662,11 @@ async def test_usage_the_sdk_passes_never_loses_the_turn(
     session = StructuredSession("s", store)
     await session.add_items([user("q")], wrapper=SimpleNamespace(usage=usage))
     assert await session.get_items() == [user("q")]
-    assert (await session.runs())[0].usage == Usage(*stored_as)
+    stored = (await session.runs())[0].usage
+    assert replace(stored, input_tokens_details={}, output_tokens_details={}) == Usage(*stored_as)
+    # The details as given, clamped alike; a field that is not a count (None) left out.
+    assert stored.input_tokens_details == ({} if cached is None else {"cached_tokens": cached})
+    assert stored.output_tokens_details == {"reasoning_tokens": stored_as[5]}
 
 
 async def test_usage_sums_stop_at_the_largest_count(store: Store) -> None:
