@@ -13,7 +13,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from builders import assistant, call, output, user
+from support import sql
 from turnstore import ResponseRecord, Store, StructuredSession, Telemetry, Usage
+from turnstore.domain.toolcalls import failed_sql
 
 SDK_ERROR = "An error occurred while running the tool. Please try again."
 BIG_TOKENS = 1_179_068  # issue 29's largest session
@@ -109,3 +111,38 @@ async def build_catalogue(store: Store, fillers: int = 0) -> dict[str, Any]:
         )
         await store.update_session(f"filler-{n:02d}", user_id="dave")
     return {"between": between}
+
+
+# Each session's totals, which the writes keep (tests/test_session_totals.py), and what its
+# rows add up to, computed from scratch.
+TOTALS = (
+    "run_count, total_tokens, tool_call_count, failed_run_count, failed_call_count, failure_count"
+)
+# What the rows add up to: every run of every branch (compaction and compacted runs too).
+FROM_SCRATCH = f"""
+    SELECT s.session_id,
+        (SELECT count(*) FROM runs r WHERE r.session_id = s.session_id),
+        (SELECT coalesce(sum(r.total_tokens), 0) FROM runs r WHERE r.session_id = s.session_id),
+        (SELECT count(*) FROM tool_calls t WHERE t.session_id = s.session_id),
+        (SELECT count(*) FROM runs r WHERE r.session_id = s.session_id AND r.status = 'failed'),
+        (SELECT count(*) FROM tool_calls t WHERE t.session_id = s.session_id
+            AND {failed_sql()}),
+        (SELECT count(*) FROM runs r WHERE r.session_id = s.session_id AND r.status = 'failed')
+        + (SELECT count(*) FROM tool_calls t WHERE t.session_id = s.session_id
+            AND {failed_sql()})
+    FROM sessions s ORDER BY s.session_id"""
+
+
+async def kept(store: Store) -> list[tuple[Any, ...]]:
+    """Each session's kept totals (sessions.run_count …), by session id."""
+    return await sql(store, f"SELECT session_id, {TOTALS} FROM sessions ORDER BY session_id")
+
+
+async def assert_kept(store: Store) -> None:
+    """Every session's kept totals are what its rows add up to."""
+    expected = [
+        tuple(int(v) if i else v for i, v in enumerate(row))
+        for row in await sql(store, FROM_SCRATCH)
+    ]
+    found = [tuple(int(v) if i else v for i, v in enumerate(row)) for row in await kept(store)]
+    assert found == expected

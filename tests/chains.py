@@ -20,6 +20,7 @@ from typing import Any
 from builders import assistant, call, output, user
 from support import rendered, sql
 from turnstore import Store
+from turnstore.core.catalogue_sql import RECOUNT_ROWS
 from turnstore.core.ops import Fetch, Op, Query
 
 __all__ = ["SESSION_TABLES", "Chain", "build_chain", "chain_items", "count_rows"]
@@ -196,6 +197,8 @@ async def build_chain(
         yield Query(
             rendered(store, _NAME, [*params, "root"]), {**params, "root": first[0]}, raw=True
         )
+        # Its totals, as the writes keep them (rows written by SQL are not counted).
+        yield RECOUNT_ROWS({"sid": session_id})
         return first[0]
 
     first_run = await store.backend.run(op, write=True)

@@ -346,3 +346,30 @@ def old_database(
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", module.MIGRATIONS[:-1])
         Store.open(target, **options).close()
+
+
+@contextmanager
+def writes_before_totals(dialect: str) -> Iterator[None]:
+    """Today's writes on a database from before the sessions' totals (SQLite's step 18,
+    PostgreSQL's 17; core/lock.py): the head moves as it did then, nothing is counted. For
+    tests that write data at an older schema version, then upgrade it."""
+    from turnstore.core import catalogue_sql as C
+    from turnstore.core import statements as S
+
+    if dialect == "sqlite":
+        from turnstore.sqlite.sql import DIALECT
+    else:
+        from turnstore.postgres.sql import DIALECT
+    uncounted = DIALECT.render("UPDATE sessions SET title = title WHERE session_id = :sid")
+    plain = {
+        C.SET_HEAD_COUNTED: S.SET_HEAD,
+        C.ENSURE_SESSION_COUNTED: S.ENSURE_SESSION,
+        C.UPSERT_HEAD_COUNTED: S.UPSERT_HEAD,
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for counted, statement in plain.items():
+            if counted in DIALECT.sql:
+                patch.setitem(DIALECT.sql, counted, DIALECT.sql[statement])
+        patch.setitem(DIALECT.sql, C.COUNT_ROWS, uncounted)
+        patch.setitem(DIALECT.sql, C.RECOUNT_ROWS, uncounted)
+        yield

@@ -18,6 +18,7 @@ import string
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from builders import (
     span_record,
     user,
 )
-from support import POSTGRES_URL, drop_schema, require_postgres, sql
+from support import POSTGRES_URL, drop_schema, require_postgres, sql, writes_before_totals
 from turnstore import (
     ConflictError,
     InvalidItemError,
@@ -150,13 +151,16 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
     with monkeypatch.context() as patch:
         patch.setattr(sqlite_migrations, "MIGRATIONS", sqlite_migrations.MIGRATIONS[:rebuild])
         old = Store.open(target)
-    # Write keys (core/once.py) came with a later step: this test writes without them.
+    # Write keys (core/once.py) came with a later step: this test writes without them, and
+    # without the sessions' totals, a later step still.
     monkeypatch.setattr("turnstore.store.base.once", lambda sid, key, op, *args, **kwargs: op)
     # Today's writes name the token details' columns (a later step too): the old database
     # has them while it is written, and loses them again before the upgrade.
     details = [(t, c) for t in ("runs", "model_responses") for c in DETAIL_COLUMNS]
     for table, column in details:
         await sql(old, f"ALTER TABLE {table} ADD COLUMN {column} TEXT", write=True)
+    uncounted = ExitStack()
+    uncounted.enter_context(writes_before_totals("sqlite"))
     session = StructuredSession("s", old)
     r1, r2, r3 = await converse(session, "alpha", "bravo", "charlie")
     await session.edit(r2, "bravo edited")
@@ -192,6 +196,7 @@ async def test_sqlite_migration_to_never_reused_ids_keeps_everything(
         for table in ID_TABLES
     }
     await old.aclose()
+    uncounted.close()
 
     store = Store.open(target)
     try:

@@ -22,9 +22,11 @@ import pytest
 import turnstore
 import workers
 from builders import assistant, call, output, span_record, user
+from catalogue import SDK_ERROR as FAILED_OUTPUT
+from catalogue import assert_kept, kept
 from chains import SESSION_TABLES, build_chain, count_rows
-from support import POSTGRES_URL, require_postgres
-from turnstore import SchemaError, Store
+from support import POSTGRES_URL, require_postgres, writes_before_totals
+from turnstore import SchemaError, Store, Usage
 from turnstore.core.ops import Fetch, Query
 from turnstore.core.spans import ToolOutcome
 
@@ -220,14 +222,15 @@ async def test_a_long_conversation_written_before_the_cascade_went_can_be_delete
     deleted before the upgrade is not handed out again."""
     store, (target, options) = _open_at(monkeypatch, databases, 11)
     try:
-        await build_chain(store, "long", 1_000)
-        await store.add_items("s", [user("q1"), assistant("a1")])
-        await store.add_items("s", [user("q2")])
-        # Read by that version's columns: today's runs() selects columns it lacks.
-        ((newest,),) = await _raw(
-            store, "SELECT max(id) FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
-        )
-        assert await store.pop_item("s") == user("q2")  # the newest run goes
+        with writes_before_totals(store.dialect):
+            await build_chain(store, "long", 1_000)
+            await store.add_items("s", [user("q1"), assistant("a1")])
+            await store.add_items("s", [user("q2")])
+            # Read by that version's columns: today's runs() selects columns it lacks.
+            ((newest,),) = await _raw(
+                store, "SELECT max(id) FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
+            )
+            assert await store.pop_item("s") == user("q2")  # the newest run goes
     finally:
         await store.aclose()
     with Store.open(target, **options) as upgraded:
@@ -246,21 +249,22 @@ async def test_tool_errors_stored_before_they_were_searchable_are_found(
     before = 14 if databases.backend == "sqlite-file" else 13
     store, (target, options) = _open_at(monkeypatch, databases, before)
     try:
-        await store.add_items(
-            "s",
-            [
-                user("q"),
-                call("c1", "divide"),
-                output("c1", "An error occurred while running the tool. Please try again."),
-                call("c2", "lookup"),
-                output("c2", "Tool 'lookup' timed out after 5 seconds."),
-            ],
-        )
-        ((run_id,),) = await _raw(  # that version's columns (see above)
-            store, "SELECT id FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
-        )
-        outcome = ToolOutcome("divide", "{}", 0, "failed", "ZeroDivisionError: by zero")
-        await store._record_spans("s", [span_record(store, run_id, 1, outcome=outcome)])
+        with writes_before_totals(store.dialect):
+            await store.add_items(
+                "s",
+                [
+                    user("q"),
+                    call("c1", "divide"),
+                    output("c1", "An error occurred while running the tool. Please try again."),
+                    call("c2", "lookup"),
+                    output("c2", "Tool 'lookup' timed out after 5 seconds."),
+                ],
+            )
+            ((run_id,),) = await _raw(  # that version's columns (see above)
+                store, "SELECT id FROM runs WHERE session_id = 's'", Fetch.ALL, write=False
+            )
+            outcome = ToolOutcome("divide", "{}", 0, "failed", "ZeroDivisionError: by zero")
+            await store._record_spans("s", [span_record(store, run_id, 1, outcome=outcome)])
     finally:
         await store.aclose()
     with Store.open(target, **options) as upgraded:
@@ -268,3 +272,33 @@ async def test_tool_errors_stored_before_they_were_searchable_are_found(
         assert (hit.type, hit.tool_error) == ("function_call_output", True)
         [timeout] = await upgraded.search("timed")
         assert not timeout.tool_error
+
+
+async def test_the_sessions_totals_are_counted_from_the_rows_stored_before_them(
+    databases: Databases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's step 18, PostgreSQL's 17: each session's totals (the sessions list's orders),
+    from then on kept by the writes, are filled from the rows already stored; a session
+    without runs counts none."""
+    before = 17 if databases.backend == "sqlite-file" else 16
+    store, (target, options) = _open_at(monkeypatch, databases, before)
+    try:
+        with writes_before_totals(store.dialect):
+            for session_id, n in (("a", 1), ("b", 2)):
+                await store.add_items("a", [user(f"q{n}")], Usage(total_tokens=10 * n))
+                await store.add_items(
+                    session_id,
+                    [user("q"), call("c", "t"), output("c", FAILED_OUTPUT), assistant("a")],
+                    Usage(total_tokens=n),
+                )
+            await store.update_session("empty", title="nothing yet")
+    finally:
+        await store.aclose()
+    with Store.open(target, **options) as upgraded:
+        await assert_kept(upgraded)
+        rows = await kept(upgraded)
+        assert [row[:4] for row in rows] == [("a", 3, 31, 1), ("b", 1, 2, 1), ("empty", 0, 0, 0)]
+        # A failed run (a question below one still under way) and each failed tool call.
+        assert [row[4:] for row in rows] == [(1, 1, 2), (0, 1, 1), (0, 0, 0)]
+        page = await upgraded.sessions(order_by="tokens")
+        assert [info.session_id for info in page] == ["a", "b", "empty"]

@@ -22,7 +22,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 
 from builders import assistant, call, output, user
 from querydata import build, get_weather, named, usage
-from support import sql
+from support import sql, writes_before_totals
 from turnstore import (
     FIRST_PAGE,
     InvalidItemError,
@@ -1023,7 +1023,7 @@ async def test_a_version_1_database_upgrades(
 
     module: Any = sqlite if backend_name.startswith("sqlite") else postgres
     target, options = db_target
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch, writes_before_totals(module.sql.DIALECT.name.lower()):
         patch.setattr(module.migrations, "MIGRATIONS", module.MIGRATIONS[:1])
         # Statements of later versions that every write now issues (SQLite's search backlog,
         # which the lock reads too, and its upsert of the head): without those capabilities.

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain.model import IN_PROGRESS, SessionPatch, Telemetry, Usage
+from ..domain.model import FAILED, IN_PROGRESS, SessionPatch, Telemetry, Usage
+from ..domain.toolcalls import call_failed
 from ..domain.turns import BranchRef
 from ..domain.validate import MAX_INT, MAX_REQUESTS
 from ..errors import InvalidOperationError
@@ -22,7 +23,7 @@ from . import results as R
 from . import statements as S
 from .catalogue import patch_session
 from .codec import PreparedItem
-from .lock import Head, lock_session, set_head
+from .lock import Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
 from .plan import Plan, PlanItem, plan_append
 from .reads import find_run
@@ -41,9 +42,11 @@ def apply_append(
     open_calls: Mapping[str, int],
     now: Any,
     usage: Usage | None,
+    tally: Tally,
 ) -> Op[int]:
-    """Write ``batch`` after ``head``; return the id of the run it ends in."""
-    plan = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage)
+    """Write ``batch`` after ``head``; return the id of the run it ends in (what it changed
+    of the session's totals is added to ``tally``)."""
+    plan = yield from _apply_append_run(session_id, head, batch, open_calls, now, usage, tally)
     return plan.last.written_id
 
 
@@ -54,6 +57,7 @@ def _apply_append_run(
     open_calls: Mapping[str, int],
     now: Any,
     usage: Usage | None,
+    tally: Tally,
     *,
     owner_id: int | None = None,
     add_usage: bool = False,
@@ -66,9 +70,22 @@ def _apply_append_run(
     plan = plan_append(head, batch, open_calls, owner_id)
     runs, items, calls, updates, last = plan.runs, plan.items, plan.calls, plan.updates, plan.last
     sid = session_id
+    last_is_new = last.id is None
+    tally.tool_calls += len(calls)
+    # A failure counted or uncounted: a status written over the head's failed one, the owner's
+    # (its stored status is unknown here), an open call completed (what it was is unknown
+    # here); below, a run's or a call's written failed.
+    tally.failures |= (
+        bool(updates)
+        or (plan.owner is not None and plan.owner.status is not None)
+        or (head.status == FAILED and bool(runs) and runs[0].id is not None
+            and runs[0].status is not None)
+    )  # fmt: skip
     next_run_id = head.next_run_id  # had with the lock: its insert need not wait
     for run in runs:
+        tally.failures |= run.status == FAILED
         if run.id is None:
+            tally.runs += 1
             params = {
                 "sid": sid,
                 "parent_id": run.resolved_parent_id,
@@ -109,6 +126,7 @@ def _apply_append_run(
         )
     for call in calls:
         info = call.info
+        tally.failures |= call_failed(call.status, call.error)
         yield A.INSERT_TOOL_CALL(
             {
                 **dict(zip(TOOL_CALL_FROM_ITEM, tool_call_item_values(info), strict=True)),
@@ -150,6 +168,10 @@ def _apply_append_run(
     if usage is not None:
         target = plan.credited.id if add_usage else last.id
         yield from _record_usage(sid, target, usage, now, add=add_usage)
+        if add_usage or last_is_new:
+            tally.tokens += usage.total_tokens
+        else:  # a stored run's tokens replaced: what they were is not known here
+            tally.recount = True
     return plan
 
 
@@ -195,6 +217,10 @@ def insert_item(
         }
     )
     return item_id
+
+
+# The items that are a tool-call row each (an output pairs with a call, in the batch or open).
+_CALL_ROWS = ("tool_call", "hosted_tool")
 
 
 def _title(batch: Sequence[PreparedItem]) -> str | None:
@@ -252,12 +278,20 @@ def append(
     ``session.hooks`` saw since the last write) lands on the run that was the head before the
     batch: the model's output joins that run, and a new user message follows its run.
     """
+    # What the batch says it adds before the head is read (its calls, its usage) is counted by
+    # the statement that locks the session; the rest (runs, an output of a call not in the
+    # batch, failures) by the one that moves the head, when there is any.
+    known = Tally(tokens=usage.total_tokens if usage is not None and batch else 0)
+    for prepared in batch:
+        if prepared.info.kind in _CALL_ROWS:
+            known.tool_calls += 1
     head = yield from lock_session(
         session_id,
         now,
         _title(batch),
         create=bool(batch) or info is not None,
         new_run=any(prepared.info.starts_run for prepared in batch),
+        counted=known if batch else None,
     )
     move = True
     if at is not None:
@@ -280,20 +314,27 @@ def append(
         target = owner if owner is not None else head.id
         if usage is not None:
             yield from _record_usage(session_id, target, usage, now, add=True)
+            yield from count_rows(session_id, Tally(tokens=usage.total_tokens))
         if telemetry:
             yield from record_telemetry(session_id, head.id, telemetry)
         return target
     open_calls = yield from _open_calls(session_id, batch)
+    tally = Tally(tool_calls=-known.tool_calls, tokens=-known.tokens)  # counted already
     plan = yield from _apply_append_run(
-        session_id, head, batch, open_calls, now, usage, owner_id=owner, add_usage=True
+        session_id, head, batch, open_calls, now, usage, tally, owner_id=owner, add_usage=True
     )
     if plan.below_head and head.status == IN_PROGRESS:
         # A new question below a run still under way: its Runner call ended without an answer.
         yield S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
+        tally.failures = True
     last = plan.last
     last_id = last.written_id
-    if move and last_id != head.id:  # ensure_session already stamped updated_at
-        yield from set_head(session_id, last_id, now)
+    # ensure_session already stamped updated_at: the head moves only to a new run (which
+    # changed the totals), and a batch that changed neither needs no statement more.
+    if not move:
+        yield from count_rows(session_id, tally)
+    elif tally.changed:
+        yield from set_head(session_id, last_id, now, tally)
     if telemetry:
         target = head.id if head.id is not None else last_id
         yield from record_telemetry(session_id, target, telemetry)
@@ -353,6 +394,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
     ids: list[int] = []
     # The runs this call wrote, as they stand now: a child needs no query for its parent.
     written: dict[int, Head] = {}
+    tally = Tally()
     for index, run in enumerate(runs):
         if run.parent is not None and not 0 <= run.parent < index:
             raise InvalidOperationError(f"run {index} names a parent that does not precede it")
@@ -368,10 +410,12 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
             open_calls,
             now if run.now is None else run.now,
             run.usage,
+            tally,
         )
         if plan.below_head and parent.status == IN_PROGRESS:
             # As ``append`` does for a question written below a run still under way.
             yield S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
+            tally.failures = True
         last = plan.last
         last_id = last.written_id
         written[last_id] = Head(
@@ -384,6 +428,6 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
         )
         ids.append(last_id)
     yield from index_backlog()
-    # apply_append never moves the head: only this does, once.
-    yield from set_head(session_id, ids[head] if head is not None else original.id, now)
+    # apply_append never moves the head: only this does, once, counting what the runs added.
+    yield from set_head(session_id, ids[head] if head is not None else original.id, now, tally)
     return ids

@@ -1,16 +1,30 @@
 """The statements of the session catalogue's listing (``queries.list_sessions``): a page by
-each order, of every session or of one user's, and the count of what the filters keep.
+each order, of every session or of one user's, and the count of what the filters keep; and
+the writes that keep each session's totals, which the orders by a number read.
 
-Each dialect writes their SQL (``sqlite/sql.py``, ``postgres/sql.py``): the filters differ in
-their JSON and their casts, the numbers each order adds up in their aggregates.
+Each dialect writes the listing's SQL (``sqlite/sql.py``, ``postgres/sql.py``): the filters
+differ in their JSON and their casts. The totals' writes are written once
+(``core/shared_sql.py``).
 """
 
 from __future__ import annotations
 
-from .ops import All, Statement, Value
-from .results import SessionListRow
+from .ops import All, Capability, Execute, One, Statement, Value
+from .results import HeadRow, SessionListRow
 
-__all__ = ["COUNT_SESSIONS", "COUNT_SESSIONS_USER", "SESSION_ORDERS", "SESSION_PAGES", "STATEMENTS"]
+__all__ = [
+    "COUNT_ROWS",
+    "COUNT_SESSIONS",
+    "COUNT_SESSIONS_USER",
+    "ENSURE_SESSION_COUNTED",
+    "RECOUNT_ROWS",
+    "SESSION_ORDERS",
+    "SESSION_PAGES",
+    "SESSION_TOTALS",
+    "SET_HEAD_COUNTED",
+    "STATEMENTS",
+    "UPSERT_HEAD_COUNTED",
+]
 
 # The session catalogue, by (order, filtered by user): newest first by a time, or largest
 # first by a number each session's runs or tool calls add up to (queries.SessionOrder).
@@ -32,9 +46,31 @@ SESSION_PAGES: dict[tuple[str, bool], All[SessionListRow]] = {
     for order in SESSION_ORDERS
     for user in (False, True)
 }
+# The orders by a session's total: its column (failure_count: its failed runs and failed tool
+# calls), each indexed with session_id on both dialects (migration 18 / 17).
+SESSION_TOTALS = {
+    "runs": "run_count",
+    "tokens": "total_tokens",
+    "tool_calls": "tool_call_count",
+    "failures": "failure_count",
+}
 # How many sessions the catalogue's filters keep (the same filters, by user or not).
 COUNT_SESSIONS = Value("count_sessions", column="n", holds=int)
 COUNT_SESSIONS_USER = Value("count_sessions_user", column="n", holds=int)
+
+# Each session's totals (sessions.run_count, total_tokens, tool_call_count, failed_run_count,
+# failed_call_count and failure_count, their sum: migration 18 / 17), kept by the write that
+# changes them, in its transaction (core/lock.py, Tally): what it added (:runs, :tool_calls,
+# :tokens) counted in, its failures recounted through their partial indexes (a status can
+# come and go). Moving the head counts them in the same statement; a write that deleted rows
+# recounts everything.
+COUNT_ROWS = Execute("count_rows")
+# ENSURE_SESSION / UPSERT_HEAD (core/lock.py) counting what an append is known to add before
+# it reads the head (its tool calls and tokens, from its items and usage alone).
+ENSURE_SESSION_COUNTED = Execute("ensure_session_counted")
+UPSERT_HEAD_COUNTED = One("upsert_head_counted", needs=Capability.UPSERT_HEAD, row=HeadRow)
+SET_HEAD_COUNTED = Execute("set_head_counted")
+RECOUNT_ROWS = Execute("recount_rows")
 
 STATEMENTS: tuple[Statement, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Statement)

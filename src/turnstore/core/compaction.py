@@ -28,7 +28,7 @@ from . import statements as S
 from .append import insert_item
 from .codec import PreparedItem, decode_items, loads_item
 from .codec import prepare_items as prepare
-from .lock import lock_session, set_head
+from .lock import Tally, lock_session, set_head
 from .ops import Op
 from .reads import find_run
 
@@ -120,5 +120,9 @@ def compact(
     if head.id is not None:
         yield S.MARK_COMPACTED({"sid": session_id, "depth": depth, "by": compaction_id})
     # With nothing to hold, no compaction run: the view ends where the replaced runs began.
-    yield from set_head(session_id, compaction_id if compaction_id is not None else prior, now)
+    # The compaction run counts as a run; a failed run it replaced is compacted now.
+    tally = Tally(runs=int(compaction_id is not None), failures=head.id is not None)
+    yield from set_head(
+        session_id, compaction_id if compaction_id is not None else prior, now, tally
+    )
     return True

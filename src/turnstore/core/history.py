@@ -19,7 +19,7 @@ from .adoption import supersede
 from .append import apply_append, parent_head
 from .branches import branch_tree, hand_over_name
 from .codec import decode_items, prepare_items
-from .lock import Head, lock_session, set_head
+from .lock import Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
 from .reads import find_run
 
@@ -68,24 +68,27 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
             keep = decode_items(rows, session_id)
             parent = yield from parent_head(session_id, head.parent_id)
             new_head: int | None = parent.id
+            tally = Tally()
             if keep:
                 new_head = yield from apply_append(
-                    session_id, parent, prepare_items(keep), {}, now, None
+                    session_id, parent, prepare_items(keep), {}, now, None, tally
                 )
-            yield from set_head(session_id, new_head, now)
+            yield from set_head(session_id, new_head, now, tally)
         else:
             if last.call_id is not None:
                 params = {"sid": session_id, "call_id": last.call_id, "item": item_id}
                 yield S.DROP_CALL_OF_ITEM(params)
                 yield S.REOPEN_CALL_OF_OUTPUT(params)
             yield S.DELETE_ITEM({"sid": session_id, "id": item_id})
+            deleted = Tally(recount=True)  # a call, a run and its tokens may have gone
             if position == 0:
                 yield S.DELETE_RUN({"sid": session_id, "id": head.id})
-                yield from set_head(session_id, head.parent_id, now)
+                yield from set_head(session_id, head.parent_id, now, deleted)
             else:
                 yield S.SHRINK_RUN(
                     {"sid": session_id, "id": head.id, "item_count": position, "now": now}
                 )
+                yield from count_rows(session_id, deleted)
         popped = decode_items([last], session_id)
         if popped:
             return popped[0]
@@ -151,8 +154,9 @@ def fork(
     if not batch[0].info.starts_run:
         raise InvalidOperationError("the new input must be a user message")
     parent = yield from parent_head(session_id, run.parent_id)
-    new_id = yield from apply_append(session_id, parent, batch, {}, now, None)
-    yield from set_head(session_id, new_id, now)
+    tally = Tally()
+    new_id = yield from apply_append(session_id, parent, batch, {}, now, None, tally)
+    yield from set_head(session_id, new_id, now, tally)
     return (yield from find_run(session_id, new_id))
 
 
@@ -225,5 +229,5 @@ def delete_branch(
     yield from hand_over_name(session_id, top, parent_id)
     # The whole subtree in one statement, whatever its depth (no cascade from run to run).
     yield S.DELETE_SUBTREE({"sid": session_id, "id": top})
-    yield from set_head(session_id, head_id, now)
+    yield from set_head(session_id, head_id, now, Tally(recount=True))
     return head_id

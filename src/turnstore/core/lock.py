@@ -1,17 +1,20 @@
-"""The session's head: every write locks it first, and moves it last."""
+"""The session's head: every write locks it first, and moves it last, counting what it
+changed of the session's totals (``Tally``) in the same statement."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.validate import MAX_INT
 from ..errors import StorageError
 from . import append_sql as A
+from . import catalogue_sql as C
 from . import statements as S
 from .ops import Capability, Group, Op, supports
 from .results import HeadRow
 
-__all__ = ["Head", "lock_session", "set_head"]
+__all__ = ["Head", "Tally", "count_rows", "lock_session", "set_head"]
 
 
 @dataclass(slots=True)
@@ -42,12 +45,15 @@ def lock_session(
     *,
     create: bool = True,
     new_run: bool = False,
+    counted: Tally | None = None,
 ) -> Op[Head]:
     """Create the session if new, lock it for this transaction, and read its head.
 
     With ``create=False`` a session that does not exist is left uncreated (its head reads as
     empty): popping from, or adding nothing to, an unknown session must not catalogue it.
     ``new_run``: the write will start a run, whose id the head brings where ids come ahead.
+    ``counted``: the tool calls and tokens the write will add, counted in the session's totals
+    by the same statement (an append's, whose items and usage say them before the head).
     """
     row: HeadRow | None = None
     next_run_id: int | None = None
@@ -55,12 +61,15 @@ def lock_session(
     # waited for the lock would read the head's run from the snapshot taken before it waited
     # (a run the writer it waited for may have deleted). SQLite's BEGIN IMMEDIATE holds the
     # lock already, so it creates and reads in one statement where it can.
+    params = {"sid": session_id, "now": now, "title": title}
+    if counted is not None:
+        params.update(counted.params(session_id))
     if not create:
         yield S.LOCK_SESSION({"sid": session_id})
     elif supports(Capability.UPSERT_HEAD):
-        row = yield S.UPSERT_HEAD({"sid": session_id, "now": now, "title": title})
+        row = yield (S.UPSERT_HEAD if counted is None else C.UPSERT_HEAD_COUNTED)(params)
     else:
-        yield S.ENSURE_SESSION({"sid": session_id, "now": now, "title": title})
+        yield (S.ENSURE_SESSION if counted is None else C.ENSURE_SESSION_COUNTED)(params)
     if row is None and new_run and supports(Capability.IDS_AHEAD):
         row, next_run_id = yield Group([S.LOCK_HEAD({"sid": session_id}), A.NEXT_RUN_ID()])
     elif row is None:
@@ -85,5 +94,57 @@ def lock_session(
     )
 
 
-def set_head(session_id: str, head_id: int | None, now: Any) -> Op[None]:
-    yield S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})
+@dataclass(slots=True)
+class Tally:
+    """What a write changed of its session's totals (the columns the sessions list sorts by:
+    catalogue_sql's COUNT_ROWS), gathered as it writes and counted in with its last statement.
+
+    The rule it keeps: each total is what the session's rows add up to (every run of every
+    branch, compaction runs and compacted runs included; ``queries.SESSION_SUMMARIES`` computes
+    them from scratch).
+    """
+
+    runs: int = 0  # runs inserted
+    tool_calls: int = 0  # tool calls inserted
+    tokens: int = 0  # tokens added to its runs
+    # A run's or call's status or error was written: the failures are recounted (cheap: through
+    # the partial indexes of failed runs and calls, a session's failures only).
+    failures: bool = False
+    # Rows were deleted or a run's tokens replaced: every total is recounted from the rows.
+    recount: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.recount or self.failures or self.runs or self.tool_calls or self.tokens)
+
+    def params(self, session_id: str) -> dict[str, Any]:
+        """COUNT_ROWS's parameters (the tokens capped as a run's are)."""
+        return {
+            "sid": session_id,
+            "runs": self.runs,
+            "tool_calls": self.tool_calls,
+            "tokens": min(self.tokens, MAX_INT),
+            "max": MAX_INT,
+            "failures": self.failures,
+        }
+
+
+def set_head(
+    session_id: str, head_id: int | None, now: Any, tally: Tally | None = None
+) -> Op[None]:
+    """Move the head to ``head_id``, counting in what ``tally`` says the write changed."""
+    if tally is None or not tally.changed or tally.recount:
+        yield S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})
+        if tally is not None:
+            yield from count_rows(session_id, tally)
+    else:
+        yield C.SET_HEAD_COUNTED({**tally.params(session_id), "head": head_id, "now": now})
+
+
+def count_rows(session_id: str, tally: Tally) -> Op[None]:
+    """Count in what ``tally`` says a write changed, leaving the head and updated_at as they
+    are (a pop that keeps its head, a copy's rows, a trace's tool-call outcomes)."""
+    if tally.recount:
+        yield C.RECOUNT_ROWS({"sid": session_id})
+    elif tally.changed:
+        yield C.COUNT_ROWS(tally.params(session_id))

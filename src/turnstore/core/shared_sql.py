@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..domain.toolcalls import failed_sql
 from . import annotation_sql as A
+from . import catalogue_sql as C
 from . import statements as S
 from . import usage_sql as U
 from .annotation_sql import annotation_stats_sql
@@ -19,6 +20,7 @@ from .sql import (
     cost_parts_sql,
     details_sum_sql,
     details_sums_sql,
+    ensure_session_sql,
     response_usage_sql,
     token_sums,
 )
@@ -219,6 +221,43 @@ def _usage(syntax: Syntax) -> dict[Statement, str]:
     }
 
 
+def _totals(syntax: Syntax) -> dict[Statement, str]:
+    """The writes of each session's totals (catalogue_sql's COUNT_ROWS …; core/lock.py)."""
+    runs = "FROM runs r WHERE r.session_id = :sid"
+    calls = "FROM tool_calls t WHERE t.session_id = :sid"
+    # Through runs_session_failed and tool_calls_session_failed: a session's failures only.
+    # failure_count is their sum, which an UPDATE's SET, reading the row as it was, repeats.
+    failed_runs = f"""(SELECT count(*) FROM runs r {syntax.indexed_by("runs_session_failed")}
+                       WHERE r.session_id = :sid AND r.status = 'failed')"""
+    failed_calls = f"(SELECT count(*) {calls} AND {_FAILED})"
+    failures = {
+        "failed_run_count": failed_runs,
+        "failed_call_count": failed_calls,
+        "failure_count": f"{failed_runs} + {failed_calls}",
+    }
+    # Counted: what the write added; its failures recounted only where :failures says a
+    # status or error was written (a CASE reads no subquery it does not take).
+    counted = f"""
+            run_count = run_count + :runs, tool_call_count = tool_call_count + :tool_calls,
+            total_tokens = {syntax.least}(total_tokens, :max - :tokens) + :tokens,""" + ",".join(
+        f"\n            {column} = CASE WHEN :failures THEN {count} ELSE {column} END"
+        for column, count in failures.items()
+    )
+    recounted = f"""
+            run_count = (SELECT count(*) {runs}),
+            total_tokens = (SELECT {syntax.capped_sum("r.total_tokens")} {runs}),
+            tool_call_count = (SELECT count(*) {calls}),""" + ",".join(
+        f"\n            {column} = {count}" for column, count in failures.items()
+    )
+    head = "head_run_id = :head, updated_at = :now,"
+    return {
+        C.ENSURE_SESSION_COUNTED: ensure_session_sql(syntax.least),
+        C.COUNT_ROWS: f"UPDATE sessions SET {counted} WHERE session_id = :sid",
+        C.SET_HEAD_COUNTED: f"UPDATE sessions SET {head}{counted} WHERE session_id = :sid",
+        C.RECOUNT_ROWS: f"UPDATE sessions SET {recounted} WHERE session_id = :sid",
+    }
+
+
 def _catalogue(syntax: Syntax) -> dict[Statement, str]:
     """The session catalogue's writes and its page summaries (core.queries)."""
     return {
@@ -255,4 +294,5 @@ def shared_sql(syntax: Syntax) -> dict[Statement, str]:
         **_tool_calls(syntax),
         **_usage(syntax),
         **_catalogue(syntax),
+        **_totals(syntax),
     }

@@ -19,6 +19,7 @@ from ..domain.model import TraceSpan
 from ..domain.units import kept_ms
 from . import results as R
 from . import statements as S
+from .lock import Tally, count_rows
 from .ops import Op
 from .tables import stored_time
 
@@ -141,6 +142,7 @@ def _decode_data(text: str) -> dict[str, Any]:
 
 def record_spans(session_id: str, records: Sequence[SpanRecord]) -> Op[None]:
     """Store ``records`` in the session (those of runs since deleted are dropped)."""
+    outcomes = Tally()  # a call's outcome may count it failed, or no longer
     for record in records:
         yield S.INSERT_SPAN(
             {
@@ -170,6 +172,8 @@ def record_spans(session_id: str, records: Sequence[SpanRecord]) -> Op[None]:
                     "error": outcome.error,
                 }
             )
+            outcomes.failures = True
+    yield from count_rows(session_id, outcomes)
 
 
 def _span(row: R.SpanRow) -> TraceSpan:

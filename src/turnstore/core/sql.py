@@ -9,6 +9,26 @@ from collections.abc import Callable
 from .syntax import Syntax
 from .tables import DETAIL_COLUMNS, TOKEN_COLUMNS
 
+
+def ensure_session_sql(least: str | None = None) -> str:
+    """ENSURE_SESSION's SQL; with ``least`` (the dialect's two-argument minimum), the counted
+    form (catalogue_sql's ENSURE_SESSION_COUNTED), which also adds to the session's totals
+    the tool calls and tokens the write is known to add (:tool_calls, :tokens) before it
+    reads the head: the statement every write runs first counts them."""
+    columns = values = sets = ""
+    if least is not None:
+        columns, values = ", tool_call_count, total_tokens", ", :tool_calls, :tokens"
+        sets = f""",
+            tool_call_count = sessions.tool_call_count + excluded.tool_call_count,
+            total_tokens = {least}(sessions.total_tokens, :max - excluded.total_tokens)
+                           + excluded.total_tokens"""
+    return f"""
+        INSERT INTO sessions (session_id, title, created_at, updated_at{columns})
+        VALUES (:sid, :title, :now, :now{values})
+        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
+            title = coalesce(sessions.title, excluded.title){sets}"""
+
+
 TOKENS = ", ".join(TOKEN_COLUMNS)
 """The token columns, as a select or insert list."""
 USAGE = ", ".join((*TOKEN_COLUMNS, *DETAIL_COLUMNS))

@@ -34,7 +34,7 @@ from .results import (
     SpanRow,
     ToolStatsRow,
 )
-from .sql import USAGE, USAGE_PARAMS, set_usage_sql
+from .sql import USAGE, USAGE_PARAMS, ensure_session_sql, set_usage_sql
 from .tables import (
     RUN_COLUMNS,
     SESSION_COLUMNS,
@@ -72,14 +72,7 @@ RECORD_VERSION = Execute(
 # ---------------------------------------------------------------------------------------------
 # The session's head (core.lock)
 
-ENSURE_SESSION = Execute(
-    "ensure_session",
-    """
-        INSERT INTO sessions (session_id, title, created_at, updated_at)
-        VALUES (:sid, :title, :now, :now)
-        ON CONFLICT (session_id) DO UPDATE SET updated_at = excluded.updated_at,
-            title = coalesce(sessions.title, excluded.title)""",
-)
+ENSURE_SESSION = Execute("ensure_session", ensure_session_sql())
 UPSERT_HEAD = One("upsert_head", needs=Capability.UPSERT_HEAD, row=HeadRow)
 # Lock the row of a session that may not exist (nothing to lock then), without creating it.
 LOCK_SESSION = Execute("lock_session")

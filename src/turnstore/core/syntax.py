@@ -44,6 +44,12 @@ class Syntax:
     """The aggregate building a JSON object of (name, value) rows."""
     json_count: Callable[[str], str]
     """Whether the member ``alias`` (a row of ``json_members``) holds an integer."""
+    indexed_by: Callable[[str], str]
+    """The planner told to read a table through the index named (SQLite's ``INDEXED BY``,
+    where its planner, without statistics, would pick a wider one); nothing elsewhere."""
+    capped_sum: Callable[[str], str]
+    """The sum of an integer column over a group (0 for none), capped at the largest integer
+    the dialect stores rather than failing (a run's tokens stop there too)."""
 
     def param(self, name: str, sql_type: str) -> str:
         """The parameter ``:name``, cast to ``sql_type`` where the dialect needs it typed."""

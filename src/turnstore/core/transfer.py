@@ -23,6 +23,7 @@ from ..errors import StorageError
 from . import annotation_sql as A
 from . import statements as S
 from .annotation_sql import CopyAnnotationRow
+from .lock import Tally, count_rows
 from .ops import Op
 from .results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
 from .search_index import index_backlog
@@ -284,6 +285,13 @@ def write_chunk(
             # A name's run is its branch's fork run, copied with this chunk or an earlier one.
             yield S.NAME_BRANCH({"sid": sid, "id": ids.runs[branch.run_id], "name": branch.name})
         yield from index_backlog()
+        added = Tally(
+            runs=len(chunk.runs),
+            tool_calls=len(chunk.tool_calls),
+            tokens=sum(run.total_tokens for run in chunk.runs),
+            failures=True,
+        )
+        yield from count_rows(sid, added)
     if last:
         head = ids.runs.get(session.head_run_id) if session.head_run_id is not None else None
         yield from _put_session(session, metadata, head, time)

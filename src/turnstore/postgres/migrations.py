@@ -8,13 +8,44 @@ from __future__ import annotations
 
 from ..core.annotation_sql import RUN_ANNOTATIONS_VIEW
 
-__all__ = ["ERROR_VECTOR", "MIGRATIONS", "SEARCHED_ERROR"]
+__all__ = ["ERROR_VECTOR", "MIGRATIONS", "SEARCHED_ERROR", "TOTALS_BACKFILL"]
 
 # A tool call's error as searched (migration 14), and the calls whose error is: those whose
 # output does not say it (the output item's text is searched already).
 # ``{t}`` is where the columns' table alias goes ("" in the index, "t." in the searches).
 ERROR_VECTOR = "to_tsvector('turnstore_english'::regconfig, left({t}error, 100000))"
 SEARCHED_ERROR = "({t}error IS NOT NULL AND {t}error IS DISTINCT FROM {t}output)"
+
+# The totals step 17 adds to each session's row (a shipped step: never edited).
+_SESSION_TOTALS = (
+    "run_count",
+    "total_tokens",
+    "tool_call_count",
+    "failed_run_count",
+    "failed_call_count",
+    "failure_count",
+)
+
+# Step 17's backfill: each session's totals computed from its rows, each through the
+# session's index entries (a correlated subquery: Citus runs it on the session's shard; also
+# what a bulk load that writes rows by SQL runs after, as bench/bench_catalogue.py does).
+_FAILED_RUNS = (
+    "SELECT count(*) FROM runs r WHERE r.session_id = s.session_id AND r.status = 'failed'"
+)
+_FAILED_CALLS = """SELECT count(*) FROM tool_calls t WHERE t.session_id = s.session_id
+                   AND (status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
+                        OR error IS NOT NULL)"""
+TOTALS_BACKFILL = [
+    f"""UPDATE sessions s SET
+        run_count = (SELECT count(*) FROM runs r WHERE r.session_id = s.session_id),
+        total_tokens = (
+            SELECT least(coalesce(sum(r.total_tokens), 0), 9223372036854775807)::bigint
+            FROM runs r WHERE r.session_id = s.session_id),
+        tool_call_count = (SELECT count(*) FROM tool_calls t WHERE t.session_id = s.session_id),
+        failed_run_count = ({_FAILED_RUNS}),
+        failed_call_count = ({_FAILED_CALLS}),
+        failure_count = ({_FAILED_RUNS}) + ({_FAILED_CALLS})""",
+]
 
 # The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1. Append
 # new steps; never edit a released one. Tables, columns and their meaning match SQLite's.
@@ -399,5 +430,29 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE runs ADD COLUMN output_tokens_details JSONB",
         "ALTER TABLE model_responses ADD COLUMN input_tokens_details JSONB",
         "ALTER TABLE model_responses ADD COLUMN output_tokens_details JSONB",
+    ],
+    # 17: each session's totals, kept by the writes, and an index per order (as sqlite/
+    # step 18).
+    [
+        "ALTER TABLE sessions "
+        + ", ".join(f"ADD COLUMN {column} BIGINT NOT NULL DEFAULT 0" for column in _SESSION_TOTALS),
+        """CREATE INDEX runs_session_failed ON runs (session_id) WHERE status = 'failed'""",
+        *TOTALS_BACKFILL,
+        "CREATE INDEX sessions_runs ON sessions (run_count, session_id)",
+        "CREATE INDEX sessions_tokens ON sessions (total_tokens, session_id)",
+        "CREATE INDEX sessions_tool_calls ON sessions (tool_call_count, session_id)",
+        """CREATE INDEX sessions_failures
+        ON sessions (failure_count, session_id)""",
+        # The few sessions with a failure (PostgreSQL only: its plans of a listing are made
+        # for the filters given, so a failure filter reads these instead of every session, and
+        # costs a page little enough to be run without JIT compilation). Only the sessions
+        # with a failure have an entry to write.
+        """CREATE INDEX sessions_failed_runs ON sessions (failed_run_count)
+        WHERE failed_run_count > 0""",
+        """CREATE INDEX sessions_failed_calls ON sessions (failed_call_count)
+        WHERE failed_call_count > 0""",
+        # The planner's statistics of the new columns now, not when autovacuum comes: a filter
+        # on a failure is estimated from them (a few sessions, each probed by its index).
+        "ANALYZE sessions",
     ],
 ]

@@ -17,6 +17,7 @@ from ..core import dataset_sql as D
 from ..core import search_sql
 from ..core import search_sql as Q
 from ..core import statements as S
+from ..core.catalogue_sql import SESSION_TOTALS
 from ..core.dialect import Dialect, pyformat
 from ..core.ops import Capability, Statement
 from ..core.search import SNIPPET_MARKS
@@ -29,7 +30,7 @@ from ..core.tables import (
     columns,
     session_columns,
 )
-from ..domain.toolcalls import failed_sql
+from ..domain.model import FAILED
 from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
@@ -277,60 +278,44 @@ _OWN: dict[Statement, str] = {
 # ---------------------------------------------------------------------------------------------
 # Queries and analytics (core/queries.py; see sqlite/sql.py)
 
-# The catalogue's filters (queries.SessionFilter), each NULL for "any". A filter on what the
-# runs or tool calls hold probes the session's rows by their session_id indexes.
-_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
+# The catalogue's filters (queries.SessionFilter), each NULL for "any". A failed run or tool
+# call is a session's total (migration 17); a filter on what else its runs hold probes the
+# session's runs by their session_id indexes.
 _SESSION_FILTERS = f"""
       (:created_after::timestamptz IS NULL OR created_at > :created_after)
       AND (:created_before::timestamptz IS NULL OR created_at < :created_before)
       AND (:updated_after::timestamptz IS NULL OR updated_at > :updated_after)
       AND (:updated_before::timestamptz IS NULL OR updated_at < :updated_before)
+      AND (:failed_calls::boolean IS NULL OR failed_call_count > 0)
+      AND (:run_status::text IS NULL OR CASE WHEN :run_status = '{FAILED}'
+           THEN failed_run_count > 0
+           ELSE EXISTS (SELECT 1 FROM runs r
+                        WHERE r.session_id = sessions.session_id AND r.status = :run_status) END)
       AND (:meta::jsonb IS NULL OR metadata @> :meta::jsonb)
       AND (:title::text IS NULL OR strpos(lower(title), lower(:title)) > 0)
       AND (:agent::text IS NULL OR EXISTS (SELECT 1 FROM runs r
            WHERE r.session_id = sessions.session_id AND r.agent_name = :agent))
       AND (:model::text IS NULL OR EXISTS (SELECT 1 FROM runs r
            WHERE r.session_id = sessions.session_id AND r.model = :model))
-      AND (:run_status::text IS NULL OR EXISTS (SELECT 1 FROM runs r
-           WHERE r.session_id = sessions.session_id AND r.status = :run_status))
-      AND (:failed_calls::boolean IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
-           WHERE t.session_id = sessions.session_id AND {_FAILED}))
       AND (:annotated::boolean IS NULL OR EXISTS (SELECT 1 FROM annotations a
            WHERE a.session_id = sessions.session_id
              AND (:annotation::text IS NULL OR a.name = :annotation)
              AND (:annotation_min::double precision IS NULL OR a.value >= :annotation_min)
              AND (:annotation_max::double precision IS NULL OR a.value <= :annotation_max)))"""
-# What a session's runs and tool calls add up to, for the orders by a number: each table
-# grouped once (a hash aggregate), joined on session_id.
-_RUN_TOTALS = """
-    LEFT JOIN (SELECT r.session_id, count(*) AS runs, sum(total_tokens) AS tokens,
-                      count(*) FILTER (WHERE status = 'failed') AS failed_runs
-               FROM runs r GROUP BY r.session_id) a ON a.session_id = sessions.session_id"""
-_CALL_TOTALS = f"""
-    LEFT JOIN (SELECT t.session_id, count(*) AS calls,
-                      count(*) FILTER (WHERE {_FAILED}) AS failed_calls
-               FROM tool_calls t GROUP BY t.session_id) c ON c.session_id = sessions.session_id"""
-# Each order: (the sort key, what it joins, the cursor's type, the first page's bound).
-_BIGGEST = "9223372036854775807"
+# Each order: (the sort key, the cursor's type, the first page's bound): a time, or a
+# session's total (its columns, kept by the writes: core/lock.py), each read through its
+# index (migration 17), largest first, from the cursor on.
 _SESSION_ORDERS = {
-    "created_at": ("created_at", "", "timestamptz", "'infinity'"),
-    "updated_at": ("updated_at", "", "timestamptz", "'infinity'"),
-    "runs": ("coalesce(a.runs, 0)", _RUN_TOTALS, "bigint", _BIGGEST),
-    "tokens": ("coalesce(a.tokens, 0)::bigint", _RUN_TOTALS, "bigint", _BIGGEST),
-    "tool_calls": ("coalesce(c.calls, 0)", _CALL_TOTALS, "bigint", _BIGGEST),
-    "failures": (
-        "coalesce(a.failed_runs, 0) + coalesce(c.failed_calls, 0)",
-        _RUN_TOTALS + _CALL_TOTALS,
-        "bigint",
-        _BIGGEST,
-    ),
+    "created_at": ("created_at", "timestamptz", "'infinity'"),
+    "updated_at": ("updated_at", "timestamptz", "'infinity'"),
+    **{order: (key, "bigint", "9223372036854775807") for order, key in SESSION_TOTALS.items()},
 }
 _SESSIONS = f"""
-    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions {{join}}
-    WHERE {{user}} ({{key}}, sessions.session_id) < (
+    SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions
+    WHERE {{user}} ({{key}}, session_id) < (
         coalesce(:cursor_key::{{kind}}, {{first}}), coalesce(:cursor_sid::text, ''))
       AND {_SESSION_FILTERS}
-    ORDER BY {{key}} DESC, sessions.session_id DESC LIMIT :limit"""
+    ORDER BY {{key}} DESC, session_id DESC LIMIT :limit"""
 _COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
 
 # ts_headline's options are constants; search.search turns the marks into offsets.
@@ -351,6 +336,8 @@ SYNTAX = Syntax(
     json_members="jsonb_each",
     json_object="jsonb_object_agg",
     json_count=lambda alias: f"jsonb_typeof({alias}.value) = 'number'",
+    indexed_by=lambda index: "",
+    capped_sum=lambda column: f"LEAST(coalesce(sum({column}), 0), 9223372036854775807)::bigint",
 )
 """PostgreSQL's tokens in the statements written once (core.shared_sql)."""
 
@@ -441,9 +428,8 @@ _QUERIES: dict[Statement, str] = {
     **{
         statement: _SESSIONS.format(
             key=_SESSION_ORDERS[order][0],
-            join=_SESSION_ORDERS[order][1],
-            kind=_SESSION_ORDERS[order][2],
-            first=_SESSION_ORDERS[order][3],
+            kind=_SESSION_ORDERS[order][1],
+            first=_SESSION_ORDERS[order][2],
             user="user_id = :user_id AND" if user else "",
         )
         for (order, user), statement in C.SESSION_PAGES.items()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..core.annotation_sql import RUN_ANNOTATIONS_VIEW
 
-__all__ = ["MIGRATIONS"]
+__all__ = ["MIGRATIONS", "TOTALS_BACKFILL"]
 
 # The tables that hand out ids, as migration 1 creates them and migrations 6 and 12 rebuild
 # them.
@@ -123,6 +123,37 @@ def _rebuild(
         *indexes,
     ]
 
+
+# The totals step 18 adds to each session's row (a shipped step: never edited).
+_SESSION_TOTALS = (
+    "run_count",
+    "total_tokens",
+    "tool_call_count",
+    "failed_run_count",
+    "failed_call_count",
+    "failure_count",
+)
+
+# Step 18's backfill: each session's totals computed from its rows (also what a bulk load
+# that writes rows by SQL runs after, as bench/bench_catalogue.py does).
+TOTALS_BACKFILL = [
+    """UPDATE sessions SET
+        run_count = (SELECT count(*) FROM runs r WHERE r.session_id = sessions.session_id),
+        total_tokens = (
+            SELECT CAST(min(total(r.total_tokens), 9223372036854775807.0) AS INTEGER)
+            FROM runs r WHERE r.session_id = sessions.session_id),
+        tool_call_count = (
+            SELECT count(*) FROM tool_calls t WHERE t.session_id = sessions.session_id),
+        failed_call_count = (
+            SELECT count(*) FROM tool_calls t
+            WHERE t.session_id = sessions.session_id
+              AND (status IN ('cancelled', 'failed', 'incomplete', 'timed_out')
+                   OR error IS NOT NULL))""",
+    """UPDATE sessions SET failed_run_count = (
+        SELECT count(*) FROM runs r
+        WHERE r.session_id = sessions.session_id AND r.status = 'failed')""",
+    "UPDATE sessions SET failure_count = failed_run_count + failed_call_count",
+]
 
 # The ordered schema history: MIGRATIONS[i] takes a database from version i to i + 1.
 MIGRATIONS: list[list[str]] = [
@@ -520,5 +551,24 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE runs ADD COLUMN output_tokens_details TEXT",
         "ALTER TABLE model_responses ADD COLUMN input_tokens_details TEXT",
         "ALTER TABLE model_responses ADD COLUMN output_tokens_details TEXT",
+    ],
+    # 18: the sessions list sorted by a number over the whole store (issue 29; as postgres/
+    # step 17). Each session's totals are columns of its row, kept by the writes in statements
+    # they run anyway (core/lock.py, Tally): its runs, tokens (capped at the largest integer,
+    # as a run's are) and tool calls, and its failed runs and failed tool calls (failed_sql as
+    # it reads today), recounted by the writes through the partial indexes. Each order is
+    # an index of the sessions table: a page is an index range.
+    [
+        *(
+            f"ALTER TABLE sessions ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+            for column in _SESSION_TOTALS
+        ),
+        """CREATE INDEX runs_session_failed ON runs (session_id) WHERE status = 'failed'""",
+        *TOTALS_BACKFILL,
+        "CREATE INDEX sessions_runs ON sessions (run_count, session_id)",
+        "CREATE INDEX sessions_tokens ON sessions (total_tokens, session_id)",
+        "CREATE INDEX sessions_tool_calls ON sessions (tool_call_count, session_id)",
+        """CREATE INDEX sessions_failures
+        ON sessions (failure_count, session_id)""",
     ],
 ]

@@ -13,9 +13,10 @@ from ..core import dataset_sql as D
 from ..core import search_sql
 from ..core import search_sql as Q
 from ..core import statements as S
+from ..core.catalogue_sql import SESSION_TOTALS
 from ..core.dialect import Dialect, named
 from ..core.ops import Capability, Statement
-from ..core.sql import claim_operation_sql
+from ..core.sql import claim_operation_sql, ensure_session_sql
 from ..core.syntax import Syntax
 from ..core.tables import (
     RUN_COLUMNS,
@@ -24,7 +25,7 @@ from ..core.tables import (
     columns,
     session_columns,
 )
-from ..domain.toolcalls import failed_sql
+from ..domain.model import FAILED
 
 __all__ = ["CAPABILITIES", "DIALECT", "SQL", "SYNTAX"]
 
@@ -68,6 +69,17 @@ WITH RECURSIVE below (id) AS (
     WHERE r.session_id = :sid
 )"""
 
+# What UPSERT_HEAD returns: the head, read in the statement that creates or locks the session.
+_HEAD_RETURNED = f"""
+        RETURNING head_run_id AS id,
+            (SELECT depth FROM runs WHERE id = head_run_id) AS depth,
+            (SELECT item_count FROM runs WHERE id = head_run_id) AS item_count,
+            (SELECT CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END
+             FROM runs WHERE id = head_run_id) AS parent_id,
+            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id) AS has_children,
+            {_INDEXED_THROUGH} AS indexed_through,
+            (SELECT status FROM runs WHERE id = head_run_id) AS status"""
+
 _OWN: dict[Statement, str] = {
     S.CREATE_VERSION_TABLE: """CREATE TABLE IF NOT EXISTS turnstore_schema (
         version INTEGER PRIMARY KEY,
@@ -79,16 +91,8 @@ _OWN: dict[Statement, str] = {
     S.DATABASE_IDENTITY: "SELECT file AS identity FROM pragma_database_list WHERE name = 'main'",
     # BEGIN IMMEDIATE already holds the database's write lock: creating the session and
     # reading its head is one statement.
-    S.UPSERT_HEAD: f"""
-        {S.ENSURE_SESSION.sql}
-        RETURNING head_run_id AS id,
-            (SELECT depth FROM runs WHERE id = head_run_id) AS depth,
-            (SELECT item_count FROM runs WHERE id = head_run_id) AS item_count,
-            (SELECT CASE WHEN kind IS NULL THEN parent_id ELSE prior_run_id END
-             FROM runs WHERE id = head_run_id) AS parent_id,
-            EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = head_run_id) AS has_children,
-            {_INDEXED_THROUGH} AS indexed_through,
-            (SELECT status FROM runs WHERE id = head_run_id) AS status""",
+    S.UPSERT_HEAD: f"{S.ENSURE_SESSION.sql}{_HEAD_RETURNED}",
+    C.UPSERT_HEAD_COUNTED: f"{ensure_session_sql('min')}{_HEAD_RETURNED}",
     # Whether old keys wait is one probe of the key index inside the claim, so that the
     # DELETE forgetting them runs only when there are some (rarely: a day after a key). The
     # head read for a guess is the head the write starts from, and AUTOINCREMENT's counter
@@ -276,9 +280,9 @@ _OWN: dict[Statement, str] = {
 # Queries and analytics (core/queries.py and the write side of append.py's hooks telemetry)
 
 # The catalogue's filters (queries.SessionFilter), each NULL for "any". Metadata that is not
-# JSON (SQL by hand) matches no filter, rather than failing the listing. A filter on what the
-# runs or tool calls hold probes the session's rows by their session_id indexes.
-_FAILED = failed_sql()  # the one rule: toolcalls.call_failed
+# JSON (SQL by hand) matches no filter, rather than failing the listing. A failed run or tool
+# call is a session's total (migration 18), tested before the filters that probe the session's
+# runs by their session_id indexes (SQLite tests the terms in the order written).
 # A session's runs, through the covering index of what the list reads of them (migration 16).
 _RUNS_OF = "FROM runs r INDEXED BY runs_session_totals WHERE r.session_id = sessions.session_id"
 _SESSION_FILTERS = f"""
@@ -286,6 +290,10 @@ _SESSION_FILTERS = f"""
       AND (:created_before IS NULL OR created_at < :created_before)
       AND (:updated_after IS NULL OR updated_at > :updated_after)
       AND (:updated_before IS NULL OR updated_at < :updated_before)
+      AND (:failed_calls IS NULL OR failed_call_count > 0)
+      AND (:run_status IS NULL OR CASE WHEN :run_status = '{FAILED}'
+           THEN failed_run_count > 0
+           ELSE EXISTS (SELECT 1 {_RUNS_OF} AND r.status = :run_status) END)
       AND (:meta IS NULL OR NOT EXISTS (
         SELECT 1 FROM json_each(:meta) f WHERE NOT EXISTS (
             SELECT 1 FROM json_each(
@@ -296,42 +304,25 @@ _SESSION_FILTERS = f"""
       AND (:title IS NULL OR instr(lower(title), lower(:title)) > 0)
       AND (:agent IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.agent_name = :agent))
       AND (:model IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.model = :model))
-      AND (:run_status IS NULL OR EXISTS (SELECT 1 {_RUNS_OF} AND r.status = :run_status))
-      AND (:failed_calls IS NULL OR EXISTS (SELECT 1 FROM tool_calls t
-           WHERE t.session_id = sessions.session_id AND {_FAILED}))
       AND (:annotated IS NULL OR EXISTS (SELECT 1 FROM annotations a
            WHERE a.session_id = sessions.session_id
              AND (:annotation IS NULL OR a.name = :annotation)
              AND (:annotation_min IS NULL OR a.value >= :annotation_min)
              AND (:annotation_max IS NULL OR a.value <= :annotation_max)))"""
-# What a session's runs and tool calls add up to, for the orders by a number: probes of the
-# session's entries in the covering runs_session_totals and the tool-call indexes (the runs'
-# wide rows stay unread; migration 16), computed once per kept session (the MATERIALIZED
-# list), which SQLite does faster than grouping whole tables and joining them back.
-_CALLS_OF = "FROM tool_calls t WHERE t.session_id = sessions.session_id"
-# The sort key of each order by a number.
-_SESSION_NUMBERS = {
-    "runs": f"(SELECT count(*) {_RUNS_OF})",
-    "tokens": f"(SELECT coalesce(sum(r.total_tokens), 0) {_RUNS_OF})",
-    "tool_calls": f"(SELECT count(*) {_CALLS_OF})",
-    "failures": f"(SELECT count(*) {_RUNS_OF} AND r.status = 'failed')"
-    f" + (SELECT count(*) {_CALLS_OF} AND {_FAILED})",
+# Each order's key and its first page's bound: a time, or a session's total (its columns, kept
+# by the writes: core/lock.py), each read through its index (migration 18), largest first,
+# from the cursor on.
+_SESSION_KEYS = {
+    "created_at": ("created_at", "'~'"),
+    "updated_at": ("updated_at", "'~'"),
+    **{order: (key, "9223372036854775807") for order, key in SESSION_TOTALS.items()},
 }
-# By a time: read through that time's index, newest first, from the cursor on.
-_SESSIONS_BY_TIME = f"""
+_SESSIONS = f"""
     SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions
-    WHERE {{user}} ({{key}}, session_id) < (coalesce(:cursor_key, '~'), coalesce(:cursor_sid, ''))
+    WHERE {{user}} ({{key}}, session_id)
+          < (coalesce(:cursor_key, {{first}}), coalesce(:cursor_sid, ''))
       AND {_SESSION_FILTERS}
     ORDER BY {{key}} DESC, session_id DESC LIMIT :limit"""
-# By a number: every kept session's number, then the largest after the cursor.
-_SESSIONS_BY_NUMBER = f"""
-    WITH listed AS MATERIALIZED (
-        SELECT {session_columns("sessions")}, {{key}} AS sort_key FROM sessions
-        WHERE {{user}} {_SESSION_FILTERS})
-    SELECT * FROM listed
-    WHERE (sort_key, session_id)
-          < (coalesce(:cursor_key, 9223372036854775807), coalesce(:cursor_sid, ''))
-    ORDER BY sort_key DESC, session_id DESC LIMIT :limit"""
 _COUNT_SESSIONS = f"SELECT count(*) AS n FROM sessions WHERE {{user}} {_SESSION_FILTERS}"
 _USER = "user_id = :user_id AND"
 
@@ -348,6 +339,9 @@ SYNTAX = Syntax(
     json_members="json_each",
     json_object="json_group_object",
     json_count=lambda alias: f"{alias}.type = 'integer'",
+    indexed_by=lambda index: f"INDEXED BY {index}",
+    # total() is a float: exact while the sum is below 2**53, capped by the cast above 2**63.
+    capped_sum=lambda column: f"CAST(min(total({column}), 9223372036854775807.0) AS INTEGER)",
 )
 """SQLite's tokens in the statements written once (core.shared_sql)."""
 
@@ -435,10 +429,8 @@ _SEARCHES = {
 
 _QUERIES: dict[Statement, str] = {
     **{
-        statement: (
-            _SESSIONS_BY_NUMBER.format(key=_SESSION_NUMBERS[order], user=_USER if user else "")
-            if order in _SESSION_NUMBERS
-            else _SESSIONS_BY_TIME.format(key=order, user=_USER if user else "")
+        statement: _SESSIONS.format(
+            key=_SESSION_KEYS[order][0], first=_SESSION_KEYS[order][1], user=_USER if user else ""
         )
         for (order, user), statement in C.SESSION_PAGES.items()
     },
