@@ -72,9 +72,9 @@ def _apply_append_run(
     sid = session_id
     last_is_new = last.id is None
     tally.tool_calls += len(calls)
-    # A failure counted or uncounted: a status written over the head's failed one, the owner's
-    # (its stored status is unknown here), an open call completed (what it was is unknown
-    # here); below, a run's or a call's written failed.
+    # Failures recounted: a status written over the head's failed one, over the owner's (its
+    # stored status is unknown here), an open call completed (what it was is unknown here);
+    # below, a run's written failed over its stored one. New rows written failed are counted.
     tally.failures |= (
         bool(updates)
         or (plan.owner is not None and plan.owner.status is not None)
@@ -83,9 +83,9 @@ def _apply_append_run(
     )  # fmt: skip
     next_run_id = head.next_run_id  # had with the lock: its insert need not wait
     for run in runs:
-        tally.failures |= run.status == FAILED
         if run.id is None:
             tally.runs += 1
+            tally.failed_runs += run.status == FAILED
             params = {
                 "sid": sid,
                 "parent_id": run.resolved_parent_id,
@@ -102,6 +102,7 @@ def _apply_append_run(
                 run.id, next_run_id = next_run_id, None
                 yield A.STORE_RUN({**params, "id": run.id})
         elif run.item_count != head.item_count:
+            tally.failures |= run.status == FAILED
             # Only the head run can exist already; one that gains nothing (a new run starts
             # below it: a fork) is left untouched, since other branches share it.
             yield S.UPDATE_RUN_APPEND(
@@ -126,7 +127,7 @@ def _apply_append_run(
         )
     for call in calls:
         info = call.info
-        tally.failures |= call_failed(call.status, call.error)
+        tally.failed_calls += call_failed(call.status, call.error)
         yield A.INSERT_TOOL_CALL(
             {
                 **dict(zip(TOOL_CALL_FROM_ITEM, tool_call_item_values(info), strict=True)),
@@ -326,7 +327,7 @@ def append(
     if plan.below_head and head.status == IN_PROGRESS:
         # A new question below a run still under way: its Runner call ended without an answer.
         yield S.FAIL_RUN({"sid": session_id, "id": head.id, "now": now})
-        tally.failures = True
+        tally.failed_runs += 1  # in_progress, read with the lock
     last = plan.last
     last_id = last.written_id
     # ensure_session already stamped updated_at: the head moves only to a new run (which
@@ -415,7 +416,7 @@ def graft(session_id: str, runs: Sequence[GraftRun], head: int | None, now: Any)
         if plan.below_head and parent.status == IN_PROGRESS:
             # As ``append`` does for a question written below a run still under way.
             yield S.FAIL_RUN({"sid": session_id, "id": parent.id, "now": now})
-            tally.failures = True
+            tally.failed_runs += 1  # in_progress, as written (or read) in this transaction
         last = plan.last
         last_id = last.written_id
         written[last_id] = Head(

@@ -107,15 +107,25 @@ class Tally:
     runs: int = 0  # runs inserted
     tool_calls: int = 0  # tool calls inserted
     tokens: int = 0  # tokens added to its runs
-    # A run's or call's status or error was written: the failures are recounted (cheap: through
-    # the partial indexes of failed runs and calls, a session's failures only).
+    failed_runs: int = 0  # runs that became failed (inserted so, or failed from in_progress)
+    failed_calls: int = 0  # tool calls inserted failed
+    # A stored run's or call's status or error was written, what it was unknown: the failures
+    # are recounted (through the partial indexes of failed runs and calls: the session's).
     failures: bool = False
     # Rows were deleted or a run's tokens replaced: every total is recounted from the rows.
     recount: bool = False
 
     @property
     def changed(self) -> bool:
-        return bool(self.recount or self.failures or self.runs or self.tool_calls or self.tokens)
+        return bool(
+            self.recount
+            or self.failures
+            or self.runs
+            or self.tool_calls
+            or self.tokens
+            or self.failed_runs
+            or self.failed_calls
+        )
 
     def params(self, session_id: str) -> dict[str, Any]:
         """COUNT_ROWS's parameters (the tokens capped as a run's are)."""
@@ -125,6 +135,8 @@ class Tally:
             "tool_calls": self.tool_calls,
             "tokens": min(self.tokens, MAX_INT),
             "max": MAX_INT,
+            "failed_runs": self.failed_runs,
+            "failed_calls": self.failed_calls,
             "failures": self.failures,
         }
 

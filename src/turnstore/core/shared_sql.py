@@ -231,23 +231,24 @@ def _totals(syntax: Syntax) -> dict[Statement, str]:
                        WHERE r.session_id = :sid AND r.status = 'failed')"""
     failed_calls = f"(SELECT count(*) {calls} AND {_FAILED})"
     failures = {
-        "failed_run_count": failed_runs,
-        "failed_call_count": failed_calls,
-        "failure_count": f"{failed_runs} + {failed_calls}",
+        "failed_run_count": (failed_runs, ":failed_runs"),
+        "failed_call_count": (failed_calls, ":failed_calls"),
+        "failure_count": (f"{failed_runs} + {failed_calls}", ":failed_runs + :failed_calls"),
     }
-    # Counted: what the write added; its failures recounted only where :failures says a
-    # status or error was written (a CASE reads no subquery it does not take).
+    # Counted: what the write added (failed runs and calls written failed included); its
+    # failures recounted instead where :failures says a stored row's status or error was
+    # written (a CASE reads no subquery it does not take).
     counted = f"""
             run_count = run_count + :runs, tool_call_count = tool_call_count + :tool_calls,
             total_tokens = {syntax.least}(total_tokens, :max - :tokens) + :tokens,""" + ",".join(
-        f"\n            {column} = CASE WHEN :failures THEN {count} ELSE {column} END"
-        for column, count in failures.items()
+        f"\n            {column} = CASE WHEN :failures THEN {count} ELSE {column} + {added} END"
+        for column, (count, added) in failures.items()
     )
     recounted = f"""
             run_count = (SELECT count(*) {runs}),
             total_tokens = (SELECT {syntax.capped_sum("r.total_tokens")} {runs}),
             tool_call_count = (SELECT count(*) {calls}),""" + ",".join(
-        f"\n            {column} = {count}" for column, count in failures.items()
+        f"\n            {column} = {count}" for column, (count, _) in failures.items()
     )
     head = "head_run_id = :head, updated_at = :now,"
     return {
