@@ -104,3 +104,34 @@ async def test_a_pinned_object_s_refusals(store: Store) -> None:
     assert len(await pinned.get_items()) == 2
     with pytest.raises(NotFoundError):  # a branch another writer deleted
         await StructuredSession("s", store, branch="gone").get_items()
+
+
+async def _pinned_beside_the_head(store: Store) -> tuple[StructuredSession, StructuredSession]:
+    """A session whose head is on "main" (q1, q2) and an object pinned to "alt" (q1, q2b)."""
+    shared = StructuredSession("s", store)
+    await shared.add_items([user("q1")])
+    await shared.add_items([user("q2")])
+    _, second = await store.runs("s")
+    await store.name_branch("s", second.id, "main")
+    await store.name_branch("s", (await shared.edit(second.id, "q2b")).id, "alt")
+    await shared.switch_to_branch("main")
+    return shared, StructuredSession("s", store, branch="alt")
+
+
+async def test_a_pinned_object_annotates_its_own_branch(store: Store) -> None:
+    # A thumbs endpoint holding a pinned object judges the answer that object gave.
+    _, pinned = await _pinned_beside_the_head(store)
+    alt_end = (await store.runs("s", branch="alt"))[-1].id
+    assert (await pinned.annotate("thumbs", value=0)).run_id == alt_end
+
+
+async def test_a_pinned_object_compacts_nothing_of_another_branch(store: Store) -> None:
+    # Compaction acts on the head's path: on an object pinned elsewhere it would replace the
+    # model's view of another branch, so it is refused and changes nothing.
+    shared, pinned = await _pinned_beside_the_head(store)
+    before = await shared.get_items(), await pinned.get_items()
+    with pytest.raises(InvalidOperationError, match="pinned"):
+        await pinned._get_compaction_snapshot(10)
+    with pytest.raises(InvalidOperationError, match="pinned"):
+        await pinned._atomic_replace_items([user("summary")])
+    assert (await shared.get_items(), await pinned.get_items()) == before

@@ -404,6 +404,9 @@ class StructuredSession(BranchingMixin):
         one is corrupt. ``prune_prefix`` (expired items an ``EncryptedSession`` would delete)
         is ignored: the transcript keeps them, and ``EncryptedSession`` hides them on reading.
         """
+        # Compaction replaces the head's path: on an object pinned elsewhere it would replace
+        # another branch's model view, so it is refused (before the SDK's fallback clears all).
+        self._unpinned("compaction")
         snapshot_type = _sdk_snapshot_type()
         if snapshot_type is None or not self._stores_verbatim():
             return None
@@ -424,6 +427,7 @@ class StructuredSession(BranchingMixin):
         One transaction, and the transcript is kept; False (the SDK then clears and adds)
         for a subclass that transforms items.
         """
+        self._unpinned("compaction")
         if not self._stores_verbatim():
             return False
         store = await self._ready()
@@ -559,11 +563,17 @@ class StructuredSession(BranchingMixin):
         tool_call_id: int | None = None,
         run_id: int | None = None,
     ) -> Annotation:
-        """Annotate the session's head run (or ``run_id``, a run of this session): a web
-        app's thumbs endpoint knows the session, not the run. ``source`` is ``"user"`` by
-        default here (the conversation's user); see ``Store.annotate``. ``RunNotFoundError``
-        when the session has no run yet."""
+        """Annotate the session's head run (on an object pinned to a branch: that branch's
+        end), or ``run_id``, a run of this session: a web app's thumbs endpoint knows the
+        session, not the run. ``source`` is ``"user"`` by default here (the conversation's
+        user); see ``Store.annotate``. ``RunNotFoundError`` when the session has no run yet."""
         store = await self._ready()
+        if run_id is None:
+            end = await self._pinned_end(store)
+            if isinstance(end, str):
+                run_id = (await store.runs(self.session_id, branch=end))[-1].id
+            elif end is not None:
+                run_id = end
         return await store.annotate(
             run_id,
             name,
