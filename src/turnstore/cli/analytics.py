@@ -1,10 +1,11 @@
 """Analytics: ``tools`` (per-tool statistics, or the calls), ``search`` (full text, every
-branch) and ``usage`` (tokens and their cost summed per group)."""
+branch, or one) and ``usage`` (tokens, their details and their cost summed per group)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +14,14 @@ import typer
 from rich.text import Text
 
 from ..domain import jsonout
-from ..domain.model import TOKEN_FIELDS, AnnotationStats, SearchCount, SearchResult, UsageRow
+from ..domain.model import (
+    DETAIL_FIELDS,
+    TOKEN_FIELDS,
+    AnnotationStats,
+    SearchCount,
+    SearchResult,
+    UsageRow,
+)
 from ..domain.prices import Prices, cost_text, unknown_cost_reason
 from ..domain.toolcalls import TOOL_CALL_STATUSES
 from ..domain.units import duration_text
@@ -27,9 +35,11 @@ from .options import (
     SchemaOption,
     TsvOption,
     agent_option,
+    branch_option,
     limit_option,
     model_option,
     output_format,
+    parse_branch,
     parse_time,
     resolve_target,
     session_option,
@@ -214,6 +224,10 @@ def search(
         ),
     ],
     session: Annotated[str | None, session_option("Search only this session.")] = None,
+    branch: Annotated[
+        str | None,
+        branch_option("With --session: only the path of this branch (a name, or a run id)."),
+    ] = None,
     user: Annotated[str | None, user_option("Search only this user's sessions.")] = None,
     role: Annotated[
         list[SearchRoleOption] | None,
@@ -258,10 +272,12 @@ def search(
     tsv: TsvOption = False,
 ) -> None:
     """Full-text search over user and assistant messages, tool arguments, outputs and tool
-    errors, on every branch of every session. Exact-phrase matches come first."""
+    errors, on every branch of every session (or, with --branch, one). Exact-phrase matches
+    come first."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
     filters: dict[str, Any] = {
         "session_id": session,
+        "branch": parse_branch(branch, session),
         "user_id": user,
         "agent": agent,
         "model": model,
@@ -360,6 +376,10 @@ def usage(
         typer.Option(help="Sum per session, user, model, agent, UTC day or run (its id)."),
     ] = UsageGroupOption.session,
     session: Annotated[str | None, session_option("Only this session's runs.")] = None,
+    branch: Annotated[
+        str | None,
+        branch_option("With --session: only the runs of this branch's path (a name, or a run id)."),
+    ] = None,
     user: Annotated[str | None, user_option("Only this user's runs.")] = None,
     since: Annotated[
         str | None, when_option("--since", "Runs started at or after this ISO date/time.")
@@ -391,6 +411,14 @@ def usage(
             show_default=False,
         ),
     ] = None,
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details",
+            help="Add the token details (every field the SDK reported) summed per group.",
+            metavar="",
+        ),
+    ] = False,
     db: DbOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
@@ -400,8 +428,10 @@ def usage(
 ) -> None:
     """Token usage (requests, input, output, total, cached, reasoning) and its cost in USD,
     summed per group; a cost is ? (null in --json) where a model has no price. With
-    --annotation NAME, the annotations NAME of the group's runs beside them."""
+    --annotation NAME, the annotations NAME of the group's runs beside them; with --details,
+    the token details in a table of their own (columns of their own in --csv and --tsv)."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
+    path = parse_branch(branch, session)
 
     async def go() -> list[UsageRow]:
         table = Prices.default()
@@ -416,9 +446,16 @@ def usage(
                 until=parse_time(until, "--until"),
                 prices=table,
                 annotation=annotation,
+                branch=path,
+                details=details,
             )
 
     rows = _sorted(run_command(go()), sort)
+    if details:
+        rows = _every_detail(rows)
+    if fmt in (Format.csv, Format.tsv) and details:
+        print_records(fmt, [_detail_columns(row) for row in rows])
+        return
     if fmt is not Format.table:
         print_records(fmt, rows)
         return
@@ -463,6 +500,8 @@ def usage(
             style="bold",
         )
     make_console().print(table)
+    if details:
+        _print_details(by.value, rows)
     unpriced = {name for row in rows for name in row.unpriced}
     if unpriced:
         names = sorted(unpriced, key=lambda name: (name is not None, name or ""))
@@ -482,3 +521,56 @@ def _notes(stats: list[AnnotationStats | None]) -> list[str]:
     scored = sum(row.scored for row in kept)
     total = sum((row.mean or 0.0) * row.scored for row in kept)
     return [f"{sum(row.count for row in kept):,}", f"{total / scored:.3g}" if scored else ""]
+
+
+def _every_detail(rows: list[UsageRow]) -> list[UsageRow]:
+    """``rows`` with the token details of every field any of them reports (0 where a group
+    has none), so that every record has one shape: CSV's header is the first row's."""
+    names = {
+        side: sorted({n for row in rows for n in getattr(row.usage, side)})
+        for side in DETAIL_FIELDS
+    }
+
+    def filled(row: UsageRow) -> UsageRow:
+        sides: dict[str, Any] = {
+            side: {n: getattr(row.usage, side).get(n, 0) for n in names[side]}
+            for side in DETAIL_FIELDS
+        }
+        return replace(row, usage=replace(row.usage, **sides))
+
+    return [filled(row) for row in rows]
+
+
+def _detail_columns(row: UsageRow) -> dict[str, Any]:
+    """A usage row as a flat record whose token details are columns of their own
+    (``usage.input_tokens_details.cached_tokens``, …), not JSON in one cell."""
+    record = jsonout.fields(row)
+    counts = {f"usage.{name}": getattr(row.usage, name) for name in TOKEN_FIELDS}
+    sums = {
+        f"usage.{side}.{name}": total
+        for side in DETAIL_FIELDS
+        for name, total in getattr(row.usage, side).items()
+    }
+    del record["key"], record["runs"], record["usage"]
+    return {"key": row.key, "runs": row.runs, **counts, **sums, **record}
+
+
+def _print_details(group: str, rows: list[UsageRow]) -> None:
+    """The token details of each group as a table of their own, a field a line: as columns
+    beside the usage's they would not fit 80 columns (their names are the SDK's, and many)."""
+    table = make_table(
+        "token details", [(group, "left"), ("side", "left"), ("field", "left"), ("tokens", "right")]
+    )
+    for row in rows:
+        for side in DETAIL_FIELDS:
+            for name, total in getattr(row.usage, side).items():
+                table.add_row(
+                    Text(row.key if row.key is not None else "(none)"),
+                    side.removesuffix("_tokens_details"),
+                    Text(name),
+                    f"{total:,}",
+                )
+    if table.row_count:
+        make_console().print(table)
+    else:
+        say("No token details.")

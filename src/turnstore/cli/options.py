@@ -1,9 +1,9 @@
 """The options the commands share, declared once: the database (``--db``, and ``--schema``
 for a PostgreSQL one), the output
 (``--json``, and for commands that print rows ``--ndjson``, ``--csv``, ``--tsv``), a session
-argument, and the shapes of the filters (``--session``, ``--user``, ``--agent``, ``--model``,
-``--limit``, ``--since``/``--until``, ``--min``/``--max``) whose help each command words for
-itself; ``--annotated NAME[=VALUE]`` whole, read by ``annotated_filters``.
+argument, and the shapes of the filters (``--session``, ``--branch``, ``--user``, ``--agent``,
+``--model``, ``--limit``, ``--since``/``--until``, ``--min``/``--max``) whose help each command
+words for itself; ``--annotated NAME[=VALUE]`` whole, read by ``annotated_filters``.
 
 ``DbOption``, ``SchemaOption``, ``JsonOption`` and the other output flags are ``Annotated``
 aliases; a filter is ``Annotated[str | None, session_option("Only this session's runs.")] =
@@ -37,10 +37,12 @@ __all__ = [
     "TsvOption",
     "agent_option",
     "annotated_filters",
+    "branch_option",
     "display_target",
     "limit_option",
     "model_option",
     "output_format",
+    "parse_branch",
     "parse_time",
     "resolve_target",
     "root_options",
@@ -90,6 +92,23 @@ SessionArg = Annotated[
 def session_option(help: str) -> Any:
     """``--session SESSION``: a filter on one session."""
     return typer.Option("--session", help=help, metavar="SESSION", show_default=False)
+
+
+def branch_option(help: str) -> Any:
+    """``--branch NAME|RUN``: a filter on one branch of ``--session``'s (``parse_branch``)."""
+    return typer.Option("--branch", help=help, metavar="NAME|RUN", show_default=False)
+
+
+def parse_branch(value: str | None, session: str | None) -> str | int | None:
+    """The value of ``--branch``: digits are a run id (as in ``turn:N@RUN``), anything else a
+    branch name; a usage error without ``--session``, since a branch is one session's."""
+    if value is None:
+        return None
+    if session is None:
+        raise fail(
+            "--branch names a branch of one session: give --session SESSION too", 2, "UsageError"
+        )
+    return int(value) if value.isdigit() else value
 
 
 def user_option(help: str) -> Any:
