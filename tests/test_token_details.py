@@ -97,10 +97,26 @@ async def test_a_model_call_keeps_its_details(store: Store) -> None:
 
 
 async def test_wrong_details_are_refused_and_change_nothing(store: Store) -> None:
-    for details in ({"cached_tokens": -1}, {"cached_tokens": "1"}, {1: 2}, {"x": True}):
+    # A field's name is text as every other (PostgreSQL's jsonb refuses NUL and lone
+    # surrogates; SQLite stored them, and every usage(details=True) then failed).
+    wrong = ({"cached_tokens": -1}, {"cached_tokens": "1"}, {1: 2}, {"x": True})
+    for details in (*wrong, {"a\x00": 1}, {"\ud800": 1}):
         with pytest.raises(InvalidOperationError, match="input_tokens_details"):
             await store.add_items("s", [user("q")], Usage(1, 1, 1, 2, 0, 0, details))  # type: ignore[arg-type]
     assert await store.runs("s") == []
+
+
+async def test_sdk_details_whose_names_no_database_stores_are_left_out(store: Store) -> None:
+    sdk = SDKUsage(requests=1, input_tokens=3, output_tokens=1, total_tokens=4)
+    sdk.input_tokens_details = InputTokensDetails.model_validate(
+        {"cached_tokens": 1, "cache_write_tokens": 0, "a\x00": 2}  # (no lone surrogate here)
+    )
+    session = StructuredSession("s", store)
+    await session.add_items([user("q")], wrapper=RunContextWrapper(context=None, usage=sdk))
+    (run,) = await store.runs("s")
+    assert run.usage.input_tokens_details == {"cached_tokens": 1}
+    (row,) = await store.usage(details=True)
+    assert row.usage.input_tokens_details == {"cached_tokens": 1}
 
 
 async def test_against_advanced_sqlite_session_s_turn_usage(store: Store, tmp_path: Path) -> None:

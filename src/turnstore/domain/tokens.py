@@ -14,6 +14,7 @@ __all__ = [
     "clamped",
     "clamped_details",
     "is_count",
+    "is_detail_name",
     "summed_details",
     "usage_sum",
     "usage_with",
@@ -36,17 +37,30 @@ def clamped(value: Any, limit: int) -> int:
     return min(max(number, 0), limit)
 
 
+def is_detail_name(key: Any) -> bool:
+    """Whether ``key`` names a token detail both backends store: text without NUL or lone
+    surrogates (PostgreSQL's jsonb refuses them)."""
+    if not isinstance(key, str) or "\x00" in key:
+        return False
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def clamped_details(details: Any, prefix: str = "") -> dict[str, int]:
     """Token details someone else reported (a mapping of counts, as the SDK's
     ``input_tokens_details`` dumps), as the database stores them: each count clamped into
     0..``MAX_INT``; a nested object's counts under dotted names
     (``cache_write_tokens_details.ttl_30m_tokens``), so that every count is one field that
-    sums; what is not a count (null: not reported, text, a bool) is left out. Never raises."""
+    sums; what is not a count (null: not reported, text, a bool) or has a name no database
+    stores (``is_detail_name``) is left out. Never raises."""
     if not isinstance(details, Mapping):
         return {}
     flat: dict[str, int] = {}
     for key, value in details.items():
-        if not isinstance(key, str):
+        if not is_detail_name(key):
             continue
         if isinstance(value, Mapping):
             flat.update(clamped_details(value, f"{prefix}{key}."))

@@ -41,7 +41,7 @@ from .model import (
     ToolTiming,
     Usage,
 )
-from .tokens import MAX_INT, clamped, clamped_details, is_count
+from .tokens import MAX_INT, clamped, clamped_details, is_count, is_detail_name
 
 __all__ = [
     "MAX_BRANCH_NAME",
@@ -361,11 +361,11 @@ def optional_usage(value: Any, name: str = "usage") -> Usage | None:
     for field in DETAIL_FIELDS:
         details = getattr(value, field)
         if not isinstance(details, dict) or not all(
-            isinstance(key, str) and is_count(count) for key, count in details.items()
+            is_detail_name(key) and is_count(count) for key, count in details.items()
         ):
             raise InvalidOperationError(
-                f"{name}.{field} must be a dict of str to ints from 0 to {MAX_INT}, "
-                f"got {shown(details)}"
+                f"{name}.{field} must map names (text without NUL or lone surrogates) to "
+                f"ints from 0 to {MAX_INT}, got {shown(details)}"
             )
     return value
 
