@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .model import DETAIL_FIELDS, TOKEN_FIELDS, Usage
+from .text import storable
 
 __all__ = [
     "MAX_INT",
@@ -40,13 +41,7 @@ def clamped(value: Any, limit: int) -> int:
 def is_detail_name(key: Any) -> bool:
     """Whether ``key`` names a token detail both backends store: text without NUL or lone
     surrogates (PostgreSQL's jsonb refuses them)."""
-    if not isinstance(key, str) or "\x00" in key:
-        return False
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return isinstance(key, str) and storable(key)
 
 
 def clamped_details(details: Any, prefix: str = "") -> dict[str, int]:

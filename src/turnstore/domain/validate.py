@@ -41,6 +41,7 @@ from .model import (
     ToolTiming,
     Usage,
 )
+from .text import encodes, storable
 from .tokens import MAX_INT, clamped, clamped_details, is_count, is_detail_name
 
 __all__ = [
@@ -130,24 +131,13 @@ def shown(value: Any) -> str:
 # Text
 
 
-def _encodes(value: str) -> bool:
-    # ASCII needs no encoding to be known valid: most arguments are.
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def text(value: Any, name: str) -> str:
     """``value`` if it is a str without NUL or lone surrogates."""
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{name} must be a str, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidOperationError(f"{name} must be text without NUL, got {shown(value)}")
-    if not _encodes(value):
+    if not encodes(value):
         # What a command-line argument that is not UTF-8 decodes to.
         raise InvalidOperationError(
             f"{name} is not valid UTF-8 text (it holds a lone surrogate): {shown(value)}"
@@ -420,7 +410,7 @@ def metadata(value: Any, name: str = "metadata") -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidOperationError(f"{name} must be JSON-serialisable: {exc}") from None
     # PostgreSQL's jsonb refuses \u0000, and UTF-8 lone surrogates: refuse them everywhere.
-    if "\\u0000" in data or not _encodes(data):
+    if "\\u0000" in data or not encodes(data):
         raise InvalidOperationError(f"{name} must not hold NUL or lone surrogates")
     return data
 
@@ -565,7 +555,7 @@ def store_backend(value: T) -> T:
 
 def open_target(target: str) -> str:
     """``target`` (a path or URL) if a database could be opened by it."""
-    if "\x00" in target or not _encodes(target):
+    if not storable(target):
         raise ConfigurationError(
             f"a database path or URL holds no NUL and is valid UTF-8, got {shown(target)}"
         )
