@@ -30,7 +30,7 @@ from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from ..core.dialect import result_row, result_rows
-from ..core.ops import Fetch, Op, Query, Unchanged, step
+from ..core.ops import Fetch, Group, Op, Query, Unchanged, step
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
 from .sql import DIALECT
@@ -176,10 +176,9 @@ class Transactions:
         try:
             while True:
                 query = step(op, result, capabilities)
-                if query.fetch is Fetch.GROUP:
+                if isinstance(query, Group):
                     # Every query sent before the first answer is awaited: one round trip.
-                    members: tuple[Query, ...] = query.queries  # type: ignore[attr-defined]
-                    sent = [await _send(conn, member) for member in members]
+                    sent = [await _send(conn, member) for member in query.queries]
                     result = tuple([await _receive(member, cursor) for member, cursor in sent])
                 else:
                     result = await _receive(*(await _send(conn, query)))

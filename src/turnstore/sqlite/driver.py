@@ -25,6 +25,7 @@ from ..core.ops import (
     DRIVING,
     Capability,
     Fetch,
+    Group,
     Op,
     Query,
     Unchanged,
@@ -233,9 +234,9 @@ class SQLiteBackend:
                 sent = op.send(result)
                 # A group's queries run in a row (no round trips to save here); a lone query
                 # is a group of one, without a call of its own.
-                group = sent.fetch is Fetch.GROUP
+                group = sent.queries if isinstance(sent, Group) else None
                 results = []
-                for query in sent.queries if group else (sent,):  # type: ignore[attr-defined]
+                for query in (sent,) if group is None else group:
                     statement: Any = query.statement
                     fetch = query.fetch
                     if query.raw:  # the SQL itself (Query's signature says so)
@@ -259,7 +260,7 @@ class SQLiteBackend:
                             else:
                                 result = result_row(statement, cursor.fetchone())
                     results.append(result)
-                result = tuple(results) if group else result
+                result = result if group is None else tuple(results)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         finally:
