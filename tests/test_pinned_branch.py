@@ -7,6 +7,7 @@ every backend."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +15,16 @@ pytest.importorskip("agents")
 
 from agents.extensions.memory import AdvancedSQLiteSession
 
-from builders import run_items, user
-from turnstore import InvalidOperationError, NotFoundError, Store, StructuredSession
+from builders import assistant, run_items, user
+from catalogue import assert_kept
+from turnstore import (
+    ConflictError,
+    InvalidOperationError,
+    NotFoundError,
+    Store,
+    StructuredSession,
+    Turn,
+)
 
 
 class Pair:
@@ -92,8 +101,6 @@ async def test_a_pinned_object_s_refusals(store: Store) -> None:
     pinned = StructuredSession("s", store, branch="main")
     await pinned.add_items([user("q1")])
     await pinned.add_items([user("q2")])
-    with pytest.raises(InvalidOperationError, match="pinned"):
-        await pinned.pop_item()
     with pytest.raises(InvalidOperationError, match="turn 2"):
         await pinned.create_branch_from_turn(1, "x")
     with pytest.raises(NotFoundError):
@@ -135,3 +142,168 @@ async def test_a_pinned_object_compacts_nothing_of_another_branch(store: Store) 
     with pytest.raises(InvalidOperationError, match="pinned"):
         await pinned._atomic_replace_items([user("summary")])
     assert (await shared.get_items(), await pinned.get_items()) == before
+
+
+# -- the tree operations on a pinned object: its branch moves, the head stays -------------------
+
+
+def _asked(items: list[Any]) -> list[str]:
+    return [item["content"] for item in items if item.get("role") == "user"]
+
+
+async def _names(store: Store) -> dict[str | None, list[str]]:
+    """Each branch's user messages, by its name."""
+    found = {}
+    for branch in await store.branches("s"):
+        runs = await store.runs("s", branch=branch.leaf_run_id)
+        found[branch.name] = [run.user_message or "" for run in runs]
+    return found
+
+
+async def test_a_pinned_edit_moves_its_branch_not_the_head(store: Store) -> None:
+    shared, pinned = await _pinned_beside_the_head(store)
+    head = (await store.session("s")).head_run_id  # type: ignore[union-attr]
+    old_end = (await store.runs("s", branch="alt"))[-1].id
+    main_second = (await store.runs("s", branch="main"))[1].id
+    with pytest.raises(ConflictError):  # expected_head is the branch's end here
+        await pinned.edit(Turn(2), "q2c", expected_head=head)
+    with pytest.raises(InvalidOperationError, match="not on branch"):  # main's run, not alt's
+        await pinned.edit(main_second, "q2c")
+    edited = await pinned.edit(Turn(2), "q2c", expected_head=old_end)  # turn 2 of alt
+    assert edited.user_message == "q2c"
+    assert pinned.branch == "alt"
+    assert _asked(await pinned.get_items()) == ["q1", "q2c"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+    assert _asked(await shared.get_items()) == ["q1", "q2"]
+    # The name went with the course; the older one stays, unnamed, as an edit leaves the head's.
+    assert await _names(store) == {"main": ["q1", "q2"], None: ["q1", "q2b"], "alt": ["q1", "q2c"]}
+    # regenerate alike; a second object pinned to alt follows the name.
+    again = await pinned.regenerate(Turn(2))
+    assert again.user_message == "q2c"
+    assert again.id != edited.id
+    assert (await store.runs("s", branch="alt"))[-1].id == again.id
+    await pinned.add_items([assistant("a2")])
+    other = StructuredSession("s", store, branch="alt")
+    assert [item.get("role") for item in await other.get_items()] == ["user", "user", "assistant"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+
+
+async def test_a_pinned_rewind_and_checkout_move_its_branch_at_its_next_write(
+    store: Store,
+) -> None:
+    shared, pinned = await _pinned_beside_the_head(store)
+    await pinned.add_items([user("q3")])
+    head = (await store.session("s")).head_run_id  # type: ignore[union-attr]
+    await pinned.rewind(Turn(3))
+    assert _asked(await pinned.get_items()) == ["q1", "q2b"]
+    # Nothing is written until the next write: another object pinned to alt sees it whole.
+    other = StructuredSession("s", store, branch="alt")
+    assert _asked(await other.get_items()) == ["q1", "q2b", "q3"]
+    await pinned.add_items([user("q3 again")])
+    assert _asked(await pinned.get_items()) == ["q1", "q2b", "q3 again"]
+    assert _asked(await other.get_items()) == ["q1", "q2b", "q3 again"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+    assert _asked(await shared.get_items()) == ["q1", "q2"]
+    # checkout: back to a run of its own course (turn 2), then on from there.
+    await pinned.checkout(Turn(2))
+    assert _asked(await pinned.get_items()) == ["q1", "q2b"]
+    await pinned.checkout(Turn(2))  # its end already: nothing changes
+    await pinned.add_items([user("q3 third")])
+    assert _asked(await pinned.get_items()) == ["q1", "q2b", "q3 third"]
+    assert (await _names(store))["alt"] == ["q1", "q2b", "q3 third"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+
+
+async def test_a_pinned_object_s_tree_refusals(store: Store) -> None:
+    _, pinned = await _pinned_beside_the_head(store)
+    main_second = (await store.runs("s", branch="main"))[1].id
+    end = (await store.runs("s", branch="alt"))[-1].id
+    before = await _names(store)
+    with pytest.raises(InvalidOperationError, match="not on branch"):
+        await pinned.checkout(main_second)
+    with pytest.raises(InvalidOperationError, match="not on branch"):
+        await pinned.rewind(Turn(2, "main"))
+    with pytest.raises(InvalidOperationError, match="turn 1"):
+        await pinned.rewind(Turn(1))
+    with pytest.raises(ConflictError):
+        await pinned.rewind(Turn(2), expected_head=main_second)
+    with pytest.raises(NotFoundError):
+        await pinned.rewind(10**9)
+    with pytest.raises(NotFoundError):
+        await pinned.checkout(Turn(7))
+    assert await _names(store) == before
+    assert (await pinned.get_items())[-1]["content"] == "q2b"
+    await pinned.rewind(Turn(2), expected_head=end)
+    with pytest.raises(InvalidOperationError, match="no run of its own"):  # not written yet
+        await pinned.pop_item()
+
+
+async def test_a_pinned_pop_takes_its_branch_s_newest_item(store: Store) -> None:
+    shared, pinned = await _pinned_beside_the_head(store)
+    head = (await store.session("s")).head_run_id  # type: ignore[union-attr]
+    await pinned.add_items([assistant("a2b")])
+    popped = await pinned.pop_item()
+    assert popped is not None
+    assert popped["content"][0]["text"] == "a2b"
+    assert _asked(await shared.get_items()) == ["q1", "q2"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+    # q2b is alt's only run of its own: popping it would delete the branch.
+    with pytest.raises(InvalidOperationError, match="delete the branch"):
+        await pinned.pop_item()
+    await pinned.add_items([user("q3")])
+    assert (await pinned.pop_item())["content"] == "q3"  # a run of alt's removed whole
+    assert _asked(await pinned.get_items()) == ["q1", "q2b"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+    await assert_kept(store)  # the session's totals, kept by the writes
+
+
+async def test_a_pinned_pop_refuses_to_hand_its_branch_to_another(store: Store) -> None:
+    # main: q1 → q2 → q3, and a younger sibling of q3 (branch "side"): popping q3 would
+    # remove run q3, and main would then continue through side's run.
+    pinned = StructuredSession("s", store, branch="main")
+    for text in ("q1", "q2", "q3"):
+        await pinned.add_items([user(text)])
+    third = (await store.runs("s"))[-1]
+    side = await store.fork("s", third.id, "q3 side")
+    await store.name_branch("s", side.id, "side")
+    with pytest.raises(InvalidOperationError, match="continue through"):
+        await pinned.pop_item()
+    assert _asked(await pinned.get_items()) == ["q1", "q2", "q3"]
+    # Once side is gone q3 goes, and the head that stood on it moves up.
+    await store.delete_branch("s", "side", force=True)
+    await store.move_head("s", third.id, to_parent=False)
+    assert (await pinned.pop_item())["content"] == "q3"
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]
+    assert (await store.session("s")).head_run_id == third.parent_id  # type: ignore[union-attr]
+    await assert_kept(store)
+
+
+async def test_a_pinned_session_edited_and_rewound_under_the_runner(store: Store) -> None:
+    # The real Runner on a pinned object: an edit answered with [], a rewind then a new
+    # question; each lands on the object's branch, and the head's course is untouched.
+    from agents import Agent, Runner
+    from agents.testing import ModelStep, ScriptedModel, assistant_message
+
+    shared, pinned = await _pinned_beside_the_head(store)
+    head = (await store.session("s")).head_run_id  # type: ignore[union-attr]
+    steps = [ModelStep(output=[assistant_message(f"answer {n}")]) for n in range(3)]
+    agent = Agent("assistant", model=ScriptedModel(steps))
+
+    def said(items: list[Any]) -> list[str]:
+        return [
+            item["content"] if item.get("role") == "user" else item["content"][0]["text"]
+            for item in items
+        ]
+
+    await Runner.run(agent, "q3", session=pinned)
+    await pinned.edit(Turn(3), "q3 edited")
+    await Runner.run(agent, [], session=pinned)
+    assert said(await pinned.get_items()) == ["q1", "q2b", "q3 edited", "answer 1"]
+    await pinned.rewind(Turn(3))
+    await Runner.run(agent, "q3 third", session=pinned)
+    assert said(await pinned.get_items()) == ["q1", "q2b", "q3 third", "answer 2"]
+    assert (await _names(store))["alt"] == ["q1", "q2b", "q3 third"]
+    assert (await store.session("s")).head_run_id == head  # type: ignore[union-attr]
+    assert said(await shared.get_items()) == ["q1", "q2"]
+    runs = await store.runs("s", branch="alt")
+    assert [run.assistant_message for run in runs][-1] == "answer 2"

@@ -31,11 +31,14 @@ _PREVIEW = 100
 
 @dataclass(frozen=True, slots=True)
 class PendingBranch:
-    """A branch ``create_branch_from_turn`` made: named by this object's next write that
-    starts a run below ``parent_id`` (the tree has no run to hold the name before)."""
+    """A branch ``create_branch_from_turn`` made, or a pinned object's branch moved back by
+    ``rewind`` or ``checkout``: named by this object's next write that starts a run below
+    ``parent_id`` (the tree has no run to hold the name before). ``take``: the name is the
+    one the branch holds now, which the new run takes from it."""
 
     name: str
     parent_id: int | None
+    take: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +169,7 @@ class BranchingMixin:
         self._pending_branch = None
         run = await store.run(run_id)
         if run.parent_id == pending.parent_id:
-            await store.name_branch(self.session_id, run_id, pending.name)
+            await store.name_branch(self.session_id, run_id, pending.name, take=pending.take)
             if self._branch is not None:
                 self._branch = pending.name  # a pinned object follows the branch it made
 

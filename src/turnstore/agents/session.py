@@ -32,7 +32,7 @@ from ..importers import adopt
 from ..store import Store, session_patch, shared
 from ..tracing import binding
 from . import options
-from .branching import BranchingMixin
+from .pinning import PinningMixin
 from .usage import usage_of
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _write(
     return write
 
 
-class StructuredSession(BranchingMixin):
+class StructuredSession(PinningMixin):
     """A drop-in for the SDK's ``SQLiteSession`` that stores conversations as a tree of runs.
 
     ``StructuredSession("user_123", "conversations.db")`` (or ``":memory:"``, the default, or a
@@ -276,38 +276,6 @@ class StructuredSession(BranchingMixin):
             branch = await self._pinned_end(store)
         return await store.get_items(self.session_id, limit, branch=branch)
 
-    @property
-    def branch(self) -> str | None:
-        """The branch this object is pinned to (``branch=``), or None: it follows the head."""
-        return self._branch
-
-    async def _pinned_end(self, store: Store) -> BranchRef | None:
-        """Where this object reads and writes: its pending branch's parent run
-        (``create_branch_from_turn``), its pinned branch, or None (the head). A pinned branch
-        a session without runs lacks yet is None too: the first write makes it."""
-        if self._branch is None:
-            return None
-        pending = self._pending_branch
-        if pending is not None:
-            return pending.parent_id
-        info = await store.session(self.session_id)
-        return None if info is None or info.head_run_id is None else self._branch
-
-    async def _name_pinned(self, store: Store, run_id: int | None) -> None:
-        """After a pinned object's write to a session that had no runs: the branch it made
-        takes the pinned name (unless a writer beside it named one so meanwhile)."""
-        if self._branch is None or run_id is None:
-            return
-        if all(found.name != self._branch for found in await store.branches(self.session_id)):
-            await store.name_branch(self.session_id, run_id, self._branch)
-
-    def _unpinned(self, method: str) -> None:
-        if self._branch is not None:
-            raise InvalidOperationError(
-                f"{method} acts on the session's head: not on an object pinned to branch "
-                f"{self._branch!r} (open one without branch=)"
-            )
-
     @_write
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` in one transaction; a user message starts a new run.
@@ -366,11 +334,25 @@ class StructuredSession(BranchingMixin):
 
     @_write
     async def pop_item(self, *, wrapper: Any = None) -> Any:
-        """Remove and return the newest item of the active path, or None (not on an object
-        pinned to a branch: ``InvalidOperationError``)."""
-        self._unpinned("pop_item")
+        """Remove and return the newest item of the active path, or None.
+
+        On an object pinned to a branch, that branch's newest item (``Store.pop_item(branch=)``
+        says when that is refused). A branch this object has started (``rewind``,
+        ``checkout``, ``create_branch_from_turn``) but not written yet holds no item of its
+        own: ``InvalidOperationError``."""
         store = await self._ready()
-        return await store.pop_item(self.session_id)
+        if self._branch is None:
+            return await store.pop_item(self.session_id)
+        pending = self._pending_branch
+        if pending is not None:
+            raise InvalidOperationError(
+                f"branch {pending.name!r} of this object has no run of its own yet (its next "
+                f"write starts it below run {pending.parent_id}): nothing was popped; the "
+                "items above belong to the branches it forks from"
+            )
+        if await self._pinned_end(store) is None:
+            return None
+        return await store.pop_item(self.session_id, branch=self._branch)
 
     @_write
     async def clear_session(self, *, wrapper: Any = None) -> None:
@@ -406,7 +388,7 @@ class StructuredSession(BranchingMixin):
         """
         # Compaction replaces the head's path: on an object pinned elsewhere it would replace
         # another branch's model view, so it is refused (before the SDK's fallback clears all).
-        self._unpinned("compaction")
+        self._uncompacted()
         snapshot_type = _sdk_snapshot_type()
         if snapshot_type is None or not self._stores_verbatim():
             return None
@@ -427,7 +409,7 @@ class StructuredSession(BranchingMixin):
         One transaction, and the transcript is kept; False (the SDK then clears and adds)
         for a subclass that transforms items.
         """
-        self._unpinned("compaction")
+        self._uncompacted()
         if not self._stores_verbatim():
             return False
         store = await self._ready()
@@ -502,31 +484,51 @@ class StructuredSession(BranchingMixin):
         with ``Runner.run(agent, [], session=session)``. Every tree operation takes
         ``expected_head``, the head run id you last saw (None: an empty path): when another
         writer has moved the head since, it raises ``ConflictError`` and changes nothing.
+
+        On an object pinned to a branch the tree operations (``edit``, ``regenerate``,
+        ``rewind``, ``checkout``) act on that branch as they act on the head elsewhere: the
+        run must lie on its course (a ``Turn`` counts along it), ``expected_head`` is its end,
+        and the branch moves, not the head. Here the new run takes the branch's name, its
+        older course staying unnamed (as an edit leaves the head's older course).
         """
         if new_input is None:  # the store reads None as "regenerate"; an edit needs a value
             raise InvalidOperationError("edit needs a new input: a str or a user message item")
-        store = await self._ready()
-        return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
+        return await self._fork(run_id, new_input, expected_head)
 
     @_write
     async def regenerate(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> Run:
-        """Start a sibling of ``run_id`` with the same user message; it becomes the head.
+        """Start a sibling of ``run_id`` with the same user message; it becomes the head (on
+        an object pinned to a branch: the branch's, as for ``edit``).
 
         It holds the question, not an answer: ``Runner.run(agent, [], session=session)``
         then answers it anew.
         """
-        store = await self._ready()
-        return await store.fork(self.session_id, run_id, None, expected_head=expected_head)
+        return await self._fork(run_id, None, expected_head)
 
     @_write
     async def rewind(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
-        """Move the head to ``run_id``'s parent: the next user message starts a sibling."""
+        """Move the head to ``run_id``'s parent: the next user message starts a sibling.
+
+        On an object pinned to a branch, the branch's end moves there instead (``run_id`` on
+        its course, not its first turn): the object's next write starts a sibling of
+        ``run_id``, which takes the branch's name. Until then the branch is where it was for
+        every other object."""
+        if self._branch is not None:
+            await self._move_pin(self._branch, run_id, expected_head, to_parent=True)
+            return
         store = await self._ready()
         await store.move_head(self.session_id, run_id, to_parent=True, expected_head=expected_head)
 
     @_write
     async def checkout(self, run_id: RunRef, *, expected_head: ExpectedHead = ANY_HEAD) -> None:
-        """Move the head to ``run_id`` (any run, on any branch)."""
+        """Move the head to ``run_id`` (any run, on any branch).
+
+        On an object pinned to a branch, ``run_id`` must lie on the branch's course: its end
+        moves back there as ``rewind`` moves it (``switch_to_branch`` moves the object to
+        another named branch)."""
+        if self._branch is not None:
+            await self._move_pin(self._branch, run_id, expected_head, to_parent=False)
+            return
         store = await self._ready()
         await store.move_head(self.session_id, run_id, to_parent=False, expected_head=expected_head)
 
@@ -569,11 +571,7 @@ class StructuredSession(BranchingMixin):
         user); see ``Store.annotate``. ``RunNotFoundError`` when the session has no run yet."""
         store = await self._ready()
         if run_id is None:
-            end = await self._pinned_end(store)
-            if isinstance(end, str):
-                run_id = (await store.runs(self.session_id, branch=end))[-1].id
-            elif end is not None:
-                run_id = end
+            run_id = await self._pinned_run(store)
         return await store.annotate(
             run_id,
             name,

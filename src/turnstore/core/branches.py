@@ -143,7 +143,9 @@ def branch(session_id: str, fork_run_id: int) -> Op[Branch]:
     return next(found for found in every if found.fork_run_id == fork_run_id)
 
 
-def name_branch(session_id: str, run_id: int, name: str | None, now: Any) -> Op[Branch]:
+def name_branch(
+    session_id: str, run_id: int, name: str | None, now: Any, *, take: bool = False
+) -> Op[Branch]:
     """Name the branch that ``run_id`` is on (None: unname it); returns the branch.
 
     ``run_id`` may be any run of the branch that is on no older branch: its fork run, its
@@ -153,11 +155,14 @@ def name_branch(session_id: str, run_id: int, name: str | None, now: Any) -> Op[
     run = yield from find_run(session_id, run_id)
     tree = yield from branch_tree(session_id)
     fork = tree.fork_of[run.id]
-    if name is not None and tree.names.get(fork) != name and name in tree.names.values():
-        raise InvalidOperationError(
-            f"session {session_id!r} already has a branch named {name!r}: rename or unname "
-            "that one first"
-        )
+    holder = next((held for held, found in tree.names.items() if found == name), None)
+    if holder is not None and holder != fork:
+        if not take:
+            raise InvalidOperationError(
+                f"session {session_id!r} already has a branch named {name!r}: rename or "
+                "unname that one first"
+            )
+        yield S.UNNAME_BRANCH({"sid": session_id, "id": holder})
     yield S.UNNAME_BRANCH({"sid": session_id, "id": fork})
     if name is not None:
         yield S.NAME_BRANCH({"sid": session_id, "id": fork, "name": name})

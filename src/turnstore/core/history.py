@@ -12,16 +12,19 @@ from typing import Any
 
 from ..domain.items import classify
 from ..domain.model import Run
+from ..domain.turns import BranchRef
 from ..errors import ConflictError, InvalidOperationError, StorageError
 from . import results as R
 from . import statements as S
 from .adoption import supersede
 from .append import apply_append, parent_head
-from .branches import branch_tree, hand_over_name
+from .branches import BranchTree, branch_tree, hand_over_name
 from .codec import decode_items, prepare_items
 from .lock import Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
 from .reads import find_run
+from .tables import PathWindowRow
+from .turns import branch_leaf
 
 __all__ = [
     "ANY_HEAD",
@@ -42,25 +45,39 @@ def clear_session(session_id: str, now: Any) -> Op[None]:
     yield S.DELETE_SESSION({"sid": session_id})
 
 
-def pop_item(session_id: str, now: Any) -> Op[Any]:
+def pop_item(session_id: str, now: Any, branch: str | None = None) -> Op[Any]:
     """Remove and return the newest item of the active path (None when empty).
 
     A run left empty is removed and the head moves to its parent. When the head run is shared
     with other branches (it has children), its items are not touched: a sibling holding all
     but the last of them becomes the head instead.
+
+    ``branch`` (a name) pops that branch's newest item instead, the head staying unless it
+    was on the run removed; refused (``InvalidOperationError``, nothing changed) where the
+    branch would not keep its name for the runs left (``_removable``).
     """
     while True:
         head = yield from lock_session(session_id, now, create=False)
-        if head.id is None:
-            return None
-        last: R.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": head.id})
+        shared: int | None = None
+        if branch is None:
+            if head.id is None:
+                return None
+            end, parent_id = head.id, head.parent_id
+        else:  # a branch's end is a leaf: shared with no other branch
+            tree = yield from branch_tree(session_id)
+            end = tree.leaf_of(tree.fork_named(session_id, branch))
+            parent_id = tree.parents[end]
+        last: R.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": end})
         if last is None:  # every run holds an item: not one written by turnstore
+            where = "the head" if branch is None else f"the end of branch {branch!r}"
             raise StorageError(
-                f"run {head.id}, the head of session {session_id!r}, holds no items; "
-                "nothing was popped"
+                f"run {end}, {where} of session {session_id!r}, holds no items; nothing was popped"
             )
         item_id, position = last.id, last.position
-        shared: int | None = yield S.FIRST_CHILD({"sid": session_id, "id": head.id})
+        if branch is None:
+            shared = yield S.FIRST_CHILD({"sid": session_id, "id": end})
+        elif position == 0:
+            _removable(session_id, tree, branch, end)
         if shared is not None:
             rows: list[R.ItemRow] = yield S.RUN_ITEMS_BEFORE(
                 {"sid": session_id, "run_id": head.id, "position": position}
@@ -82,17 +99,37 @@ def pop_item(session_id: str, now: Any) -> Op[Any]:
             yield S.DELETE_ITEM({"sid": session_id, "id": item_id})
             deleted = Tally(recount=True)  # a call, a run and its tokens may have gone
             if position == 0:
-                yield S.DELETE_RUN({"sid": session_id, "id": head.id})
-                yield from set_head(session_id, head.parent_id, now, deleted)
+                yield S.DELETE_RUN({"sid": session_id, "id": end})
+                new_head = parent_id if head.id == end else head.id
+                yield from set_head(session_id, new_head, now, deleted)
             else:
                 yield S.SHRINK_RUN(
-                    {"sid": session_id, "id": head.id, "item_count": position, "now": now}
+                    {"sid": session_id, "id": end, "item_count": position, "now": now}
                 )
                 yield from count_rows(session_id, deleted)
         popped = decode_items([last], session_id)
         if popped:
             return popped[0]
         # A corrupt row is dropped and the next one tried, as the SDK's SQLiteSession does.
+
+
+def _removable(session_id: str, tree: BranchTree, name: str, end: int) -> None:
+    """Refuse popping the only item of ``end``, the leaf of branch ``name``, where removing
+    the run would not leave ``name`` on the runs above it: the branch's only run of its own
+    (the name goes with it), or a run whose younger siblings would take over the branch."""
+    parent = tree.parents[end]
+    if tree.fork_of[end] == end:
+        raise InvalidOperationError(
+            f"run {end} is branch {name!r}'s only run of its own and holds one item: popping "
+            f"it would delete the branch; nothing was popped (delete_branch({name!r}) removes "
+            "it)"
+        )
+    if len(tree.children[parent]) > 1:
+        raise InvalidOperationError(
+            f"popping the only item of run {end} would remove the run, and branch {name!r} "
+            f"would then continue through run {tree.children[parent][1]}, another branch's; "
+            f"nothing was popped (rewind({end}) lets the next message replace it)"
+        )
 
 
 def _edited(original: Mapping[str, Any], new_input: str | Mapping[str, Any]) -> Any:
@@ -123,12 +160,16 @@ ExpectedHead = int | None | _AnyHead
 def _lock_expected(session_id: str, now: Any, expected_head: ExpectedHead) -> Op[Head]:
     """Lock the session; refuse when its head is not ``expected_head`` (optimistic check)."""
     head = yield from lock_session(session_id, now)
-    if expected_head is not ANY_HEAD and head.id != expected_head:
-        raise ConflictError(
-            f"the head of session {session_id!r} is run {head.id}, not run {expected_head}: "
-            "another writer moved it first; nothing was changed"
-        )
+    _expect(f"the head of session {session_id!r}", head.id, expected_head)
     return head
+
+
+def _expect(what: str, found: int | None, expected_head: ExpectedHead) -> None:
+    if expected_head is not ANY_HEAD and found != expected_head:
+        raise ConflictError(
+            f"{what} is run {found}, not run {expected_head}: another writer moved it first; "
+            "nothing was changed"
+        )
 
 
 def fork(
@@ -137,10 +178,24 @@ def fork(
     new_input: str | Mapping[str, Any] | None,
     now: Any,
     expected_head: ExpectedHead = ANY_HEAD,
+    at: BranchRef | None = None,
 ) -> Op[Run]:
-    """Start a sibling of ``run_id`` with its user message, or with that message edited."""
-    yield from _lock_expected(session_id, now, expected_head)
+    """Start a sibling of ``run_id`` with its user message, or with that message edited; it
+    becomes the head. ``at`` (a branch name, or a run id) forks on that branch's course
+    instead: ``run_id`` must lie on it, ``expected_head`` is checked against its end, and the
+    head stays where it is (a pinned session's edit)."""
+    head = yield from _lock_expected(session_id, now, ANY_HEAD if at is not None else expected_head)
     run = yield from find_run(session_id, run_id)
+    if at is not None:
+        end = yield from branch_leaf(session_id, at)
+        _expect(f"the end of branch {at!r} of session {session_id!r}", end, expected_head)
+        params = {"sid": session_id, "leaf": end, "lo": run.depth, "hi": run.depth}
+        on_course: list[PathWindowRow] = yield S.PATH_WINDOW(params)
+        if [row.id for row in on_course] != [run.id]:
+            raise InvalidOperationError(
+                f"run {run.id} is not on branch {at!r} of session {session_id!r}; nothing was "
+                "changed"
+            )
     if run.kind is not None:
         raise InvalidOperationError(
             f"run {run_id} is a compaction: edit or regenerate one of the runs it replaced"
@@ -156,7 +211,7 @@ def fork(
     parent = yield from parent_head(session_id, run.parent_id)
     tally = Tally()
     new_id = yield from apply_append(session_id, parent, batch, {}, now, None, tally)
-    yield from set_head(session_id, new_id, now, tally)
+    yield from set_head(session_id, new_id if at is None else head.id, now, tally)
     return (yield from find_run(session_id, new_id))
 
 

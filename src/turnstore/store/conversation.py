@@ -102,11 +102,19 @@ class ConversationMixin(StoreBase):
             )
         return await self.backend.run(lambda: reads.get_items(sid, limit), write=False)
 
-    async def pop_item(self, session_id: str, *, operation_id: str | None = None) -> Any:
-        """Remove and return the newest item of the active path, or None."""
+    async def pop_item(
+        self, session_id: str, *, branch: str | None = None, operation_id: str | None = None
+    ) -> Any:
+        """Remove and return the newest item of the active path, or None.
+
+        ``branch`` (a branch name) pops that branch's newest item instead; the head moves only
+        if it was on a run the pop removes. Refused (``InvalidOperationError``, nothing
+        changed) when that would remove the run that holds the name (``delete_branch`` does),
+        or a run whose younger sibling would then continue the branch."""
         sid = validate.key(session_id, "session_id")
+        name = None if branch is None else validate.branch_name(branch)
         now = self.backend.now()
-        return await self._write(sid, lambda: history.pop_item(sid, now), operation_id)
+        return await self._write(sid, lambda: history.pop_item(sid, now, name), operation_id)
 
     async def clear_session(self, session_id: str, *, operation_id: str | None = None) -> None:
         """Delete the session with every branch and derived row."""

@@ -44,13 +44,20 @@ class TreeMixin(StoreBase):
         new_input: str | Mapping[str, Any] | None,
         *,
         expected_head: ExpectedHead = ANY_HEAD,
+        branch: BranchRef | None = None,
         operation_id: str | None = None,
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (a regenerate) or ``new_input`` (an
         edit); it is the head. It holds no answer: the next Runner call on the session
-        answers it. ``run_id`` may be a ``Turn`` (as wherever a run of a session is taken)."""
+        answers it. ``run_id`` may be a ``Turn`` (as wherever a run of a session is taken).
+
+        ``branch`` (a name, or a run id: the path to it) forks on that branch's course, as a
+        ``StructuredSession(branch=)`` does: ``run_id`` must lie on it (else
+        ``InvalidOperationError``), ``expected_head`` is checked against the branch's end, and
+        the head stays where it is. The new run starts a branch of its own, unnamed."""
         sid = validate.key(session_id, "session_id")
         ref = run_ref(run_id)
+        at = None if branch is None else branch_ref(branch)
         expected_head = expected_head_arg(expected_head)
         if isinstance(new_input, str):
             validate.text(new_input, "new input")
@@ -62,7 +69,7 @@ class TreeMixin(StoreBase):
         return await self._write(
             sid,
             lambda: turns.at(
-                sid, ref, lambda rid: history.fork(sid, rid, new_input, now, expected_head)
+                sid, ref, lambda rid: history.fork(sid, rid, new_input, now, expected_head, at)
             ),
             operation_id,
             lambda run: run.id,  # a repeat returns the run as it is then
@@ -108,23 +115,28 @@ class TreeMixin(StoreBase):
         run_id: RunRef,
         name: str | None,
         *,
+        take: bool = False,
         operation_id: str | None = None,
     ) -> Branch:
         """Name the branch ``run_id`` is on (its leaf, its fork run or a run between them).
 
-        A name is unique in its session (another branch's name is refused); naming a named
-        branch renames it, ``None`` unnames it. The name stays with the branch as it grows and
-        goes when ``delete_branch`` removes it. Returns the branch. See ``validate.branch_name``
-        for what a name may hold.
+        A name is unique in its session: another branch's name is refused, or with ``take``
+        moves to this branch (that one is left unnamed). Naming a named branch renames it,
+        ``None`` unnames it. The name stays with the branch as it grows and goes when
+        ``delete_branch`` removes it. Returns the branch. See ``validate.branch_name`` for
+        what a name may hold.
         """
         sid = validate.key(session_id, "session_id")
         ref = run_ref(run_id)
         if name is not None:
             name = validate.branch_name(name)
+        take = validate.flag(take, "take")
         now = self.backend.now()
         return await self._write(
             sid,
-            lambda: turns.at(sid, ref, lambda rid: branches.name_branch(sid, rid, name, now)),
+            lambda: turns.at(
+                sid, ref, lambda rid: branches.name_branch(sid, rid, name, now, take=take)
+            ),
             operation_id,
             lambda named: named.fork_run_id,  # a repeat returns the branch as it is then
             lambda fork: branches.branch(sid, fork),
