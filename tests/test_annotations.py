@@ -17,6 +17,7 @@ from builders import assistant, call, converse, output, snapshot, user
 from costdata import ALICE, PRICES, build
 from support import sql
 from turnstore import (
+    ArgumentTypeError,
     InvalidOperationError,
     NotFoundError,
     RunNotFoundError,
@@ -336,3 +337,48 @@ async def test_usage_carries_the_annotations_of_each_groups_runs(store: Store) -
     for bad in ("a\x00b", "\ud800", 1):
         with pytest.raises(InvalidOperationError):
             await store.usage(annotation=bad)  # type: ignore[arg-type]
+
+
+async def test_a_page_of_runs_annotations_in_one_query(store: Store) -> None:
+    # annotations_of_runs: what runs --json carries. The runs given, not others of the same
+    # id range (another branch's, another session's), each run's in the order made; one
+    # statement for the page, whatever its length.
+    session = StructuredSession("s", store)
+    first, second, third = await converse(session, "q1", "q2", "q3")
+    edited = await session.edit(second, "q2b")  # a run of another branch, inside the range
+    others = await converse(StructuredSession("t", store), "other")
+    for run_id, name in [(third, "b"), (first, "a"), (edited.id, "x"), (third, "c")]:
+        await store.annotate(run_id, name, value=1)
+    await store.annotate(others[0], "y", value=1)
+    seen: list[Any] = []
+    real = store.backend.run
+
+    async def counting(factory: Any, *, write: bool) -> Any:
+        def counted() -> Any:
+            op = factory()
+            query = op.send(None)
+            try:
+                while True:
+                    seen.append(query)
+                    query = op.send((yield query))
+            except StopIteration as stop:
+                return stop.value
+
+        return await real(counted, write=write)
+
+    store.backend.run = counting  # type: ignore[method-assign]
+    try:
+        found = await store.annotations_of_runs("s", [first, second, third])
+    finally:
+        del store.backend.run
+    assert len(seen) == 1
+    assert {run_id: [n.name for n in notes] for run_id, notes in found.items()} == {
+        first: ["a"],
+        third: ["b", "c"],
+    }
+    assert await store.annotations_of_runs("s", []) == {}
+    assert await store.annotations_of_runs("t", [first, third]) == {}
+    with pytest.raises(InvalidOperationError):
+        await store.annotations_of_runs("s", first)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentTypeError):
+        await store.annotations_of_runs("s", ["1"])  # type: ignore[list-item]

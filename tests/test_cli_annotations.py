@@ -68,6 +68,14 @@ def test_annotate_then_list_show_and_filter_runs(cli_target: str) -> None:
         first
     ]
     assert _json("runs", "s", "--annotated", "thumbs=1", "--db", db) == []
+    # runs --json and --ndjson carry each run's annotations, as show does (of the runs shown).
+    listed = _json("runs", "s", "--db", db)
+    assert [[n["name"] for n in run["annotations"]] for run in listed] == [["label"], ["thumbs"]]
+    assert listed[1]["annotations"][0]["comment"] == "wrong"
+    lines = cli("runs", "s", "--ndjson", "--last", "1", "--db", db).stdout.splitlines()
+    assert [[n["name"] for n in json.loads(line)["annotations"]] for line in lines] == [["thumbs"]]
+    rows = list(csv.DictReader(io.StringIO(cli("runs", "s", "--csv", "--db", db).stdout)))
+    assert "annotations" not in rows[0]  # CSV keeps a run's columns
 
 
 def test_bad_annotations_are_one_line_and_store_nothing(cli_target: str) -> None:

@@ -330,18 +330,26 @@ def runs(
             if annotated is not None:
                 chosen_ids = await _annotated_runs(store, session, annotated)
                 listed = [run for run in listed if run.id in chosen_ids]
-        what = "the session" if all_branches else "the active path"
-        chosen = window(
-            listed,
-            last=last,
-            start_at=start_at,
-            limit=limit,
-            default_page=on_terminal() and fmt is Format.table,
-            what=what,
-        )
-        listed = chosen.runs
-        if fmt is Format.json:
-            print_json(listed)
+            what = "the session" if all_branches else "the active path"
+            chosen = window(
+                listed,
+                last=last,
+                start_at=start_at,
+                limit=limit,
+                default_page=on_terminal() and fmt is Format.table,
+                what=what,
+            )
+            listed = chosen.runs
+            if fmt in (Format.json, Format.ndjson):  # the page's annotations: one query
+                notes = await store.annotations_of_runs(session, [run.id for run in listed])
+        if fmt in (Format.json, Format.ndjson):
+            records = [
+                {**jsonout.fields(run), "annotations": notes.get(run.id, [])} for run in listed
+            ]
+            if fmt is Format.json:
+                print_json(records)
+            else:
+                print_records(fmt, records)
             return
         if fmt is not Format.table:
             print_records(fmt, listed)

@@ -154,6 +154,16 @@ ANNOTATIONS_BY_NAME = All(
     "annotations_by_name", _LIST.format(condition="a.name = :name"), row=AnnotationRow
 )
 ANNOTATIONS_BY_ALL = All("annotations_by_all", _LIST.format(condition="1 = 1"), row=AnnotationRow)
+# The annotations of a page of one session's runs (a range of its run ids: the caller keeps
+# those of the runs it shows), in the order they were made: one query for a page.
+ANNOTATIONS_OF_RUN_RANGE = All(
+    "annotations_of_run_range",
+    f"""
+        SELECT {_COLUMNS} FROM annotations a
+        WHERE a.session_id = :sid AND a.run_id >= :first AND a.run_id <= :last
+        ORDER BY a.run_id, a.created_at, a.id""",
+    row=AnnotationRow,
+)
 
 
 # The conditions of Store.annotation_stats: its optional session, and the filters.

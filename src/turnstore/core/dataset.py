@@ -16,7 +16,7 @@ from typing import Any
 from ..domain.model import Annotation, DatasetRecord, ToolCall
 from . import dataset_sql as D
 from . import statements as S
-from .annotations import annotation_from_row, filter_params
+from .annotations import filter_params, of_runs
 from .codec import decode_items
 from .dataset_sql import DatasetRunRow
 from .ops import Op
@@ -105,7 +105,7 @@ def dataset_page(
     for session_id, group in groupby(rows, key=lambda row: row.session_id):
         runs = list(group)
         calls = yield from _tool_calls(session_id, [row.id for row in runs])
-        notes = yield from _annotations(session_id, runs[0].id, runs[-1].id)
+        notes = yield from of_runs(session_id, runs[0].id, runs[-1].id)
         for row in runs:
             records.append((yield from _record(row, calls.get(row.id, []), notes.get(row.id, []))))
     return records, cursor
@@ -119,14 +119,6 @@ def _tool_calls(session_id: str, run_ids: list[int]) -> Op[dict[int, list[ToolCa
     for row in rows:
         calls.setdefault(row.run_id, []).append(tool_call_from_row(row))
     return calls
-
-
-def _annotations(session_id: str, first: int, last: int) -> Op[dict[int, list[Annotation]]]:
-    rows = yield D.DATASET_ANNOTATIONS({"sid": session_id, "first": first, "last": last})
-    notes: dict[int, list[Annotation]] = {}
-    for row in rows:
-        notes.setdefault(row.run_id, []).append(annotation_from_row(row))
-    return notes
 
 
 def _record(

@@ -1,7 +1,7 @@
 """The SQL of datasets (``core.dataset``), declared once: the runs a dataset selects, and what
 each record reads beside its items.
 
-``DATASET_RUNS`` and ``DATASET_ANNOTATIONS`` run alike on every dialect; ``DATASET_ITEMS`` (a
+``DATASET_RUNS`` runs alike on every dialect; ``DATASET_ITEMS`` (a
 walk up the model's view from one run) each dialect writes in its own shape (``sqlite/sql.py``,
 ``postgres/sql.py``). Optional filters are bound with a flag each, as ``core.annotation_sql``
 binds them (so that no dialect needs a cast to type a parameter that is sometimes absent).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..domain.toolcalls import failed_sql
-from .annotation_sql import FILTERS, AnnotationRow
+from .annotation_sql import FILTERS
 from .ops import All, Statement
 from .results import RunItemRow
 from .tables import DetailsText, RunRow, check_extends, columns
@@ -76,16 +76,6 @@ DATASET_RUNS = All(
               WHERE a.session_id = r.session_id AND a.run_id = r.id {FILTERS}))
         ORDER BY r.session_id, r.id LIMIT :limit""",
     row=DatasetRunRow,
-)
-# The annotations of a page's runs of one session (a range of its run ids; the caller keeps
-# those of the runs it selected), in the order they were made.
-DATASET_ANNOTATIONS = All(
-    "dataset_annotations",
-    f"""
-        SELECT {columns(AnnotationRow, "a")} FROM annotations a
-        WHERE a.session_id = :sid AND a.run_id >= :first AND a.run_id <= :last
-        ORDER BY a.run_id, a.created_at, a.id""",
-    row=AnnotationRow,
 )
 # The items of the model's view from the run ``:run_id`` up: its own and those of every run
 # above it (a compaction run in place of the runs it replaced), oldest first.

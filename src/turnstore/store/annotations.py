@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -147,6 +148,24 @@ class AnnotationsMixin(StoreBase):
             lambda: ops.list_annotations(session_id=sid, run_id=run, filters=filters, limit=size),
             write=False,
         )
+
+    async def annotations_of_runs(
+        self, session_id: str, run_ids: Sequence[int]
+    ) -> dict[int, list[Annotation]]:
+        """Each of ``run_ids``' annotations (runs of ``session_id``), in the order they were
+        made; a run without any is left out. One query for a page of runs (the range of their
+        ids), whatever their number, as ``runs --json`` reads them."""
+        sid = validate.key(session_id, "session_id")
+        if not isinstance(run_ids, (list, tuple)):
+            raise InvalidOperationError(
+                f"run_ids must be a list of run ids, got {type(run_ids).__name__}"
+            )
+        ids = {run_id_arg(run_id) for run_id in run_ids}
+        if not ids:
+            return {}
+        first, last = min(ids), max(ids)
+        notes = await self.backend.run(lambda: ops.of_runs(sid, first, last), write=False)
+        return {run_id: found for run_id, found in notes.items() if run_id in ids}
 
     async def annotation_stats(
         self,
