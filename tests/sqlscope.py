@@ -81,7 +81,7 @@ CROSS_SESSION = {
     "dataset_runs": "the runs a dataset selects, across sessions (Store.dataset)",
     "search_item_ids": "full-text search across sessions, one optionally: the newest matches",
     "search_item_hits": "full-text search across sessions: matches ranked, with snippets",
-    "search_item_probe": "full-text search across sessions: how common a word is lately",
+    "search_item_head": "full-text search across sessions: the newest items, then below",
     "search_item_count": "how many items a search matches, up to a bound",
     "search_item_ids_between": "full-text search across sessions: the newest matches in a range",
     "search_error_ids": "full-text search of tool calls' errors across sessions: the newest",

@@ -248,6 +248,7 @@ class SearchRow(NamedTuple):
     exact: bool
 
 
-class SearchProbeRow(NamedTuple):
-    top: int | None
-    matches: int
+class SearchHeadRow(NamedTuple):
+    id: int
+    hit: bool
+    window: bool

@@ -11,8 +11,8 @@ indexed.
 
 from __future__ import annotations
 
-from .ops import All, Capability, One, Statement, Value, Values
-from .results import SearchProbeRow, SearchRow
+from .ops import All, Capability, Statement, Value, Values
+from .results import SearchHeadRow, SearchRow
 from .syntax import Syntax
 
 __all__ = ["STATEMENTS", "error_item", "search_filters"]
@@ -33,21 +33,26 @@ SEARCH_BACKLOG_IDS = Values(
 )
 SEARCH_BACKLOG_HITS = All("search_backlog_hits", needs=Capability.SEARCH_BACKLOG, row=SearchRow)
 # Where the index cannot give the newest matches first (Capability.SEARCH_PROBE): the
-# newest item's id and how many of the newest :probe items match; the newest :n matches
-# with ids in :lo..:hi, read through the word's index (planned for the values: a narrow
-# range is read through both indexes).
-SEARCH_ITEM_PROBE = One("search_item_probe", needs=Capability.SEARCH_PROBE, row=SearchProbeRow)
+# "head", the newest :probe items read backwards, filters and all: their matches (``hit``),
+# newest first, up to :n, and the last of those items when the read reached it; below it, when
+# :scan or more of them matched, the newest matches read on backwards, and when none did,
+# through the word's index; else the last item is flagged ``window`` (the word is neither:
+# search.py reads below it by SEARCH_ITEM_IDS_BETWEEN). One statement: the read below is
+# chosen by the head's result, in the server.
+SEARCH_ITEM_HEAD = All("search_item_head", needs=Capability.SEARCH_PROBE, row=SearchHeadRow)
 # How many items match, in any order, up to :cap (a word not common lately).
 SEARCH_ITEM_COUNT = Value(
     "search_item_count", needs=Capability.SEARCH_PROBE, column="matches", holds=int
 )
+# The newest :n matches with ids in :lo..:hi, read through the word's index (planned for the
+# values: a narrow range is read through both indexes, the word's and the ids').
 SEARCH_ITEM_IDS_BETWEEN = Values(
     "search_item_ids_between", needs=Capability.SEARCH_PROBE, replan=True, column="id", holds=int
 )
 
 STATEMENTS: tuple[Statement, ...] = (
     SEARCH_ITEM_IDS,
-    SEARCH_ITEM_PROBE,
+    SEARCH_ITEM_HEAD,
     SEARCH_ITEM_IDS_BETWEEN,
     SEARCH_ITEM_COUNT,
     SEARCH_ITEM_HITS,

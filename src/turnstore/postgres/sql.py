@@ -369,15 +369,47 @@ _ERROR_MATCHES = (
     + _FILTERS
 )
 _IDS = "SELECT i.id{matches} ORDER BY i.id DESC LIMIT :n"
-# The probe reads exactly the newest :probe items (a backward scan with a limit), filters and
-# all; the ids between two bounds are ordered by an expression, so that no plan walks items_id
-# backwards looking for a word it holds only far back (the planner guesses a word it has no
-# statistics for at 0.2% of items).
-_PROBE = f"""
-        SELECT max(i.id) AS top, count(*) FILTER (WHERE i.search_vector @@ q{_FILTERS}) AS matches
-        FROM (SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
-                     i.search_vector
-              FROM items i ORDER BY i.id DESC LIMIT :probe) i, {_QUERY} q"""
+# A word rare lately, read through its index below the head: the query a subquery's value, so
+# that the plan is made for a rare word whatever the word's statistics say (for a word common
+# long ago they say "read the table and sort it": tens of milliseconds to compile by JIT, for a
+# branch that seldom runs).
+_RARE_MATCHES = (
+    f"""
+            FROM items i, (SELECT {_QUERY} AS q OFFSET 0) q
+            WHERE i.search_vector @@ q.q"""
+    + _FILTERS
+)
+# The head reads exactly the newest :probe items (a backward scan with a limit), filters and
+# all, and stops at :n matches; what it found gates the reads below it (a one-time filter above
+# each read, which is not started when the gate is shut: a gate inside it would start a
+# parallel plan's workers even so). Below a rare word's head, and between two bounds, ids are
+# ordered by an expression, so that no plan walks items_id backwards looking for a word it
+# holds only far back (the planner guesses a word it has no statistics for at 0.2% of items).
+_HEAD = f"""
+        WITH head AS MATERIALIZED (
+            SELECT h.id, h.hit, h.place = :probe AS last
+            FROM (SELECT i.id, i.search_vector @@ q{_FILTERS} AS hit,
+                         row_number() OVER (ORDER BY i.id DESC) AS place
+                  FROM (SELECT i.id, i.session_id, i.run_id, i.type, i.role, i.created_at,
+                               i.search_vector
+                        FROM items i ORDER BY i.id DESC LIMIT :probe) i, {_QUERY} q) h
+            WHERE h.hit OR h.place = :probe
+            LIMIT :n),
+        seen AS (SELECT count(*) FILTER (WHERE hit) AS hits, min(id) AS bottom,
+                        coalesce(bool_or(last), FALSE) AS reached
+                 FROM head)
+        SELECT head.id, head.hit, head.last AND seen.hits BETWEEN 1 AND :scan - 1 AS window
+        FROM head, seen
+        UNION ALL
+        SELECT below.id, TRUE, FALSE
+        FROM (SELECT i.id{_ITEM_MATCHES} AND i.id < (SELECT bottom FROM seen)
+              ORDER BY i.id DESC LIMIT (SELECT :n - hits FROM seen)) below
+        WHERE (SELECT reached AND hits >= :scan FROM seen)
+        UNION ALL
+        SELECT below.id, TRUE, FALSE
+        FROM (SELECT i.id{_RARE_MATCHES} AND i.id + 0 < (SELECT bottom FROM seen)
+              ORDER BY i.id + 0 DESC LIMIT :n) below
+        WHERE (SELECT reached AND hits = 0 FROM seen)"""
 _IDS_BETWEEN = (
     "SELECT i.id" + _ITEM_MATCHES + " AND i.id BETWEEN :lo AND :hi ORDER BY i.id + 0 DESC LIMIT :n"
 )
@@ -413,7 +445,10 @@ _SOURCES: dict[tuple[Statement, ...], tuple[str, ...]] = {
     ),
 }
 _SEARCHES = {
-    Q.SEARCH_ITEM_PROBE: _PROBE,
+    # On one line: psycopg keeps its parse of a text's placeholders for texts of up to 4 KiB
+    # only, and parses a longer one again at every call (~0.5 ms of CPU); its only literal is
+    # the text search configuration's name.
+    Q.SEARCH_ITEM_HEAD: " ".join(_HEAD.split()),
     Q.SEARCH_ITEM_COUNT: f"SELECT count(*) AS matches FROM (SELECT i.id{_ITEM_MATCHES}"
     " LIMIT :cap) c",
     Q.SEARCH_ITEM_IDS_BETWEEN: _IDS_BETWEEN,

@@ -60,6 +60,17 @@ async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute("SET TIME ZONE 'UTC'")
 
 
+# What a transaction sets for itself, by whether it writes. A read also runs without JIT
+# compilation: reads are index-driven and short, but PostgreSQL compiles any plan whose
+# estimated cost passes jit_above_cost, and a search's statement is estimated as if each of its
+# gated reads ran (past a few million items: tens of milliseconds compiling, every search, for
+# a few of work). Writes plan nothing that large.
+_SETTINGS = {
+    True: "SELECT set_config('search_path', %s, true)",
+    False: "SELECT set_config('search_path', %s, true), set_config('jit', 'off', true)",
+}
+
+
 class Transactions:
     """Runs operations on one schema (``search_path``, a quoted identifier)."""
 
@@ -116,9 +127,7 @@ class Transactions:
                 await conn.execute(
                     "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
                 )
-                await conn.execute(
-                    "SELECT set_config('search_path', %s, true)", [self._search_path]
-                )
+                await conn.execute(_SETTINGS[write], [self._search_path])
                 try:
                     result = await self.drive(conn, op())
                     committing = write
