@@ -38,8 +38,11 @@ SEARCH_BACKLOG_HITS = All("search_backlog_hits", needs=Capability.SEARCH_BACKLOG
 # :scan or more of them matched, the newest matches read on backwards, and when none did,
 # through the word's index; else the last item is flagged ``window`` (the word is neither:
 # search.py reads below it by SEARCH_ITEM_IDS_BETWEEN). One statement: the read below is
-# chosen by the head's result, in the server.
-SEARCH_ITEM_HEAD = All("search_item_head", needs=Capability.SEARCH_PROBE, row=SearchHeadRow)
+# chosen by the head's result, in the server; planned for the word at every call (a plan
+# made for no word in particular may read a common word's whole index to walk back a block).
+SEARCH_ITEM_HEAD = All(
+    "search_item_head", needs=Capability.SEARCH_PROBE, replan=True, row=SearchHeadRow
+)
 # How many items match, in any order, up to :cap (a word not common lately).
 SEARCH_ITEM_COUNT = Value(
     "search_item_count", needs=Capability.SEARCH_PROBE, column="matches", holds=int
