@@ -94,7 +94,8 @@ class Capability(Flag):
     trip as the session's lock: the insert then need not wait for its ``RETURNING``."""
     SEARCH_PROBE = auto()
     """The search index cannot give a word's newest matches first (PostgreSQL's GIN): a
-    search probes the newest items to choose between reading them backwards and the index."""
+    search reads the newest items first, and what they hold chooses how it reads below them:
+    backwards, or through the index."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
