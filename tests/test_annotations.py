@@ -339,6 +339,19 @@ async def test_usage_carries_the_annotations_of_each_groups_runs(store: Store) -
             await store.usage(annotation=bad)  # type: ignore[arg-type]
 
 
+async def test_usage_refuses_the_names_annotate_refuses(store: Store) -> None:
+    # One rule for an annotation's name: a name no annotation can have is refused by usage
+    # with annotate's own error, not looked up for nothing.
+    (run,) = await converse(StructuredSession("s", store), "q1")
+    for bad in ("", " thumbs", "n" * (MAX_ANNOTATION_NAME + 1)):
+        with pytest.raises(InvalidOperationError) as by_usage:
+            await store.usage(annotation=bad)
+        with pytest.raises(InvalidOperationError) as by_annotate:
+            await store.annotate(run, bad, value=1)
+        assert str(by_usage.value) == str(by_annotate.value)
+    assert await store.annotations(session_id="s") == []
+
+
 async def test_a_page_of_runs_annotations_in_one_query(store: Store) -> None:
     # annotations_of_runs: what runs --json carries. The runs given, not others of the same
     # id range (another branch's, another session's), each run's in the order made; one

@@ -148,3 +148,10 @@ def test_usage_with_annotations(target: str, prices_file: str) -> None:
     assert " b " in text
     refused = cli("--db", target, "usage", "--annotation", "a\x01\x00b", code=1)
     assert "annotation" in refused.stderr
+    # --sort annotation: the mean of --annotation NAME, largest first, no mean last.
+    ordered = usage_json(target, "--by", "user", "--annotation", "thumbs", "--sort", "annotation")
+    assert [row["key"] for row in ordered] == ["alice", "bob", None]
+    refused = cli("--db", target, "usage", "--sort", "annotation", code=2)
+    assert "--annotation" in refused.stderr
+    refused = cli("--db", target, "usage", "--annotation", "", code=1)
+    assert "an annotation's name must be non-empty" in refused.stderr

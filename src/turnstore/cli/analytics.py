@@ -3,6 +3,7 @@ branch, or one) and ``usage`` (tokens, their details and their cost summed per g
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -347,9 +348,11 @@ class UsageSortOption(str, Enum):
     cached = "cached"
     reasoning = "reasoning"
     cost = "cost"
+    annotation = "annotation"
 
 
-# The figure of a row each --sort orders by, largest first (an unknown cost: last).
+# The figure of a row each --sort orders by, largest first (an unknown cost, a group without
+# a scored annotation: last).
 _SORT_KEYS: dict[UsageSortOption, Callable[[UsageRow], float]] = {
     UsageSortOption.runs: lambda row: row.runs,
     UsageSortOption.requests: lambda row: row.usage.requests,
@@ -359,6 +362,9 @@ _SORT_KEYS: dict[UsageSortOption, Callable[[UsageRow], float]] = {
     UsageSortOption.cached: lambda row: row.usage.cached_tokens,
     UsageSortOption.reasoning: lambda row: row.usage.reasoning_tokens,
     UsageSortOption.cost: lambda row: -1.0 if row.cost is None else row.cost,
+    UsageSortOption.annotation: lambda row: (
+        -math.inf if row.annotation is None or row.annotation.mean is None else row.annotation.mean
+    ),
 }
 
 
@@ -391,7 +397,8 @@ def usage(
         UsageSortOption,
         typer.Option(
             help="Order by key, or largest first by runs, requests, input, output, tokens "
-            "(total), cached, reasoning or cost (unknown last).",
+            "(total), cached, reasoning, cost (unknown last) or annotation (the mean of "
+            "--annotation NAME; none last).",
         ),
     ] = UsageSortOption.key,
     prices: Annotated[
@@ -432,6 +439,12 @@ def usage(
     the token details in a table of their own (columns of their own in --csv and --tsv)."""
     fmt = output_format(as_json=as_json, ndjson=ndjson, csv=csv, tsv=tsv)
     path = parse_branch(branch, session)
+    if sort is UsageSortOption.annotation and annotation is None:
+        raise fail(
+            "--sort annotation orders by the mean of --annotation NAME: give it too",
+            2,
+            "UsageError",
+        )
 
     async def go() -> list[UsageRow]:
         table = Prices.default()

@@ -10,13 +10,25 @@ from ..domain import validate
 from ..domain.model import ANNOTATION_SOURCES
 from ..errors import InvalidOperationError
 
-__all__ = ["MAX_ANNOTATION_NAME", "MAX_COMMENT", "annotation_fields", "annotation_value"]
+__all__ = [
+    "MAX_ANNOTATION_NAME",
+    "MAX_COMMENT",
+    "annotation_fields",
+    "annotation_name",
+    "annotation_value",
+]
 
 MAX_ANNOTATION_NAME = 200
 """The longest annotation name or label, in characters: a label to read, type and group by."""
 
 MAX_COMMENT = 65_536
 """The longest annotation comment, in characters: a reviewer's note, not a document."""
+
+
+def annotation_name(value: Any) -> str:
+    """An annotation's name: a label (``validate.label_text``) of at most
+    ``MAX_ANNOTATION_NAME`` characters; what ``annotate`` stores and ``usage`` looks up."""
+    return validate.label_text(value, "an annotation's name", MAX_ANNOTATION_NAME)
 
 
 def annotation_value(value: Any, name: str = "an annotation's value") -> float | None:
@@ -41,7 +53,7 @@ def annotation_fields(
             f"an annotation's comment must be at most {MAX_COMMENT} characters, got {len(comment)}"
         )
     return {
-        "name": validate.label_text(name, "an annotation's name", MAX_ANNOTATION_NAME),
+        "name": annotation_name(name),
         "value": annotation_value(value),
         "label": None
         if label is None

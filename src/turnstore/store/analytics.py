@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core import queries, search
+from ..core.annotation_checks import annotation_name
 from ..core.ops import Fetch, Op, Query
 from ..core.queries import UsageGroup
 from ..core.search import SearchOrder
@@ -160,6 +161,7 @@ class AnalyticsMixin(StoreBase):
         calls): how many, on how many runs, their values' mean (for thumbs, 1 up and 0 down,
         the approval rate), minimum and maximum. Each run's annotations count under the run's
         group (by day: the day the run began; by model or agent: the run's own, as ``runs``).
+        A name ``annotate`` would refuse (``""``) is refused here alike.
 
         ``branch`` (a name, or a run id: with ``session_id``) keeps the runs of that branch's
         path from the root, as it is when the query runs (the head stays where it is); the
@@ -176,7 +178,7 @@ class AnalyticsMixin(StoreBase):
         user_id = validate.optional_text(user_id, "user_id")
         start = self._bind_time(validate.optional_time(since, "since"))
         end = self._bind_time(validate.optional_time(until, "until"))
-        name = validate.optional_text(annotation, "annotation")
+        name = None if annotation is None else annotation_name(annotation)
         table = None
         if validate.flag(cost, "cost"):
             table = (
