@@ -340,19 +340,13 @@ def runs(
                 what=what,
             )
             listed = chosen.runs
-            if fmt in (Format.json, Format.ndjson):  # the page's annotations: one query
+            if fmt is not Format.table:  # the page's annotations: one query
                 notes = await store.annotations_of_runs(session, [run.id for run in listed])
-        if fmt in (Format.json, Format.ndjson):
-            records = [
-                {**jsonout.fields(run), "annotations": notes.get(run.id, [])} for run in listed
-            ]
-            if fmt is Format.json:
-                print_json(records)
-            else:
-                print_records(fmt, records)
-            return
         if fmt is not Format.table:
-            print_records(fmt, listed)
+            print_records(
+                fmt,
+                [{**jsonout.fields(run), "annotations": notes.get(run.id, [])} for run in listed],
+            )
             return
         listed = printable(listed)
         table = make_table(
