@@ -362,14 +362,14 @@ def writes_before_totals(dialect: str) -> Iterator[None]:
         from turnstore.postgres.sql import DIALECT
     uncounted = DIALECT.render("UPDATE sessions SET title = title WHERE session_id = :sid")
     plain = {
-        C.SET_HEAD_COUNTED: S.SET_HEAD,
-        C.ENSURE_SESSION_COUNTED: S.ENSURE_SESSION,
-        C.UPSERT_HEAD_COUNTED: S.UPSERT_HEAD,
+        **dict.fromkeys(C.SET_HEAD_COUNTED.values(), S.SET_HEAD),
+        **dict.fromkeys(C.ENSURE_SESSION_COUNTED.values(), S.ENSURE_SESSION),
+        **dict.fromkeys(C.UPSERT_HEAD_COUNTED.values(), S.UPSERT_HEAD),
     }
     with pytest.MonkeyPatch.context() as patch:
         for counted, statement in plain.items():
             if counted in DIALECT.sql:
                 patch.setitem(DIALECT.sql, counted, DIALECT.sql[statement])
-        patch.setitem(DIALECT.sql, C.COUNT_ROWS, uncounted)
-        patch.setitem(DIALECT.sql, C.RECOUNT_ROWS, uncounted)
+        for counting in (*C.COUNT_ROWS.values(), C.RECOUNT_ROWS):
+            patch.setitem(DIALECT.sql, counting, uncounted)
         yield

@@ -104,8 +104,10 @@ def _apply_append_run(
         elif run.item_count != head.item_count:
             tally.failures |= run.status == FAILED
             # Only the head run can exist already; one that gains nothing (a new run starts
-            # below it: a fork) is left untouched, since other branches share it.
-            yield S.UPDATE_RUN_APPEND(
+            # below it: a fork) is left untouched, since other branches share it. Its status
+            # (read with the lock) is assigned only when the append changes it.
+            keeps_status = run.status is None or run.status == head.status
+            yield (S.UPDATE_RUN_ITEMS if keeps_status else S.UPDATE_RUN_APPEND)(
                 {
                     "sid": sid,
                     "id": run.id,

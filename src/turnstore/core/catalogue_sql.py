@@ -9,6 +9,9 @@ differ in their JSON and their casts. The totals' writes are written once
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from .ops import All, Capability, Execute, One, Statement, Value
 from .results import HeadRow, SessionListRow
 
@@ -17,14 +20,18 @@ __all__ = [
     "COUNT_SESSIONS",
     "COUNT_SESSIONS_USER",
     "ENSURE_SESSION_COUNTED",
+    "KNOWN_TOTALS",
     "RECOUNT_ROWS",
     "SESSION_ORDERS",
     "SESSION_PAGES",
     "SESSION_TOTALS",
     "SET_HEAD_COUNTED",
     "STATEMENTS",
+    "TOTALS",
     "UPSERT_HEAD_COUNTED",
 ]
+
+StatementT = TypeVar("StatementT", bound=Statement)
 
 # The session catalogue, by (order, filtered by user): newest first by a time, or largest
 # first by a number each session's runs or tool calls add up to (queries.SessionOrder).
@@ -64,15 +71,45 @@ COUNT_SESSIONS_USER = Value("count_sessions_user", column="n", holds=int)
 # :tokens) counted in, its failures recounted through their partial indexes (a status can
 # come and go). Moving the head counts them in the same statement; a write that deleted rows
 # recounts everything.
-COUNT_ROWS = Execute("count_rows")
+#
+# A statement counting them assigns only the totals the write changed, grouped as TOTALS
+# names them (a family of statements, one per set of groups): SQLite rewrites the index
+# entry of every column an UPDATE assigns, changed or not, so assigning all of them cost
+# each write a page of each order's index (sessions_runs, _tokens, _tool_calls, _failures).
+TOTALS = ("runs", "tool_calls", "tokens", "failures")
+# What an append counts before it reads the head (its tool calls and tokens: core/lock.py).
+KNOWN_TOTALS = ("tool_calls", "tokens")
+
+
+def _family(
+    prefix: str, groups: tuple[str, ...], make: Callable[[str], StatementT]
+) -> dict[tuple[str, ...], StatementT]:
+    """One statement per non-empty subset of ``groups`` (in ``groups``' order), named
+    ``prefix`` and the subset's groups."""
+    subsets = [
+        tuple(g for i, g in enumerate(groups) if mask >> i & 1)
+        for mask in range(1, 1 << len(groups))
+    ]
+    return {subset: make(f"{prefix}_{'_'.join(subset)}") for subset in subsets}
+
+
+COUNT_ROWS = _family("count_rows", TOTALS, Execute)
 # ENSURE_SESSION / UPSERT_HEAD (core/lock.py) counting what an append is known to add before
 # it reads the head (its tool calls and tokens, from its items and usage alone).
-ENSURE_SESSION_COUNTED = Execute("ensure_session_counted")
-UPSERT_HEAD_COUNTED = One("upsert_head_counted", needs=Capability.UPSERT_HEAD, row=HeadRow)
-SET_HEAD_COUNTED = Execute("set_head_counted")
+ENSURE_SESSION_COUNTED = _family("ensure_session_counted", KNOWN_TOTALS, Execute)
+UPSERT_HEAD_COUNTED = _family(
+    "upsert_head_counted",
+    KNOWN_TOTALS,
+    lambda name: One(name, needs=Capability.UPSERT_HEAD, row=HeadRow),
+)
+SET_HEAD_COUNTED = _family("set_head_counted", TOTALS, Execute)
 RECOUNT_ROWS = Execute("recount_rows")
 
 STATEMENTS: tuple[Statement, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Statement)
+) + tuple(
+    statement
+    for family in (COUNT_ROWS, ENSURE_SESSION_COUNTED, UPSERT_HEAD_COUNTED, SET_HEAD_COUNTED)
+    for statement in family.values()
 )
 """The catalogue's statements, in declaration order."""

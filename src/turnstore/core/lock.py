@@ -62,14 +62,15 @@ def lock_session(
     # (a run the writer it waited for may have deleted). SQLite's BEGIN IMMEDIATE holds the
     # lock already, so it creates and reads in one statement where it can.
     params = {"sid": session_id, "now": now, "title": title}
-    if counted is not None:
+    groups: tuple[str, ...] = ()
+    if counted is not None and (groups := counted.groups):
         params.update(counted.params(session_id))
     if not create:
         yield S.LOCK_SESSION({"sid": session_id})
     elif supports(Capability.UPSERT_HEAD):
-        row = yield (S.UPSERT_HEAD if counted is None else C.UPSERT_HEAD_COUNTED)(params)
+        row = yield (C.UPSERT_HEAD_COUNTED[groups] if groups else S.UPSERT_HEAD)(params)
     else:
-        yield (S.ENSURE_SESSION if counted is None else C.ENSURE_SESSION_COUNTED)(params)
+        yield (C.ENSURE_SESSION_COUNTED[groups] if groups else S.ENSURE_SESSION)(params)
     if row is None and new_run and supports(Capability.IDS_AHEAD):
         row, next_run_id = yield Group([S.LOCK_HEAD({"sid": session_id}), A.NEXT_RUN_ID()])
     elif row is None:
@@ -117,15 +118,20 @@ class Tally:
 
     @property
     def changed(self) -> bool:
-        return bool(
-            self.recount
-            or self.failures
-            or self.runs
-            or self.tool_calls
-            or self.tokens
-            or self.failed_runs
-            or self.failed_calls
-        )
+        return bool(self.recount or self.groups)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The groups of totals (catalogue_sql.TOTALS) it changes, in that order: what the
+        statement counting them assigns."""
+        groups: tuple[str, ...] = ("runs",) if self.runs else ()
+        if self.tool_calls:
+            groups += ("tool_calls",)
+        if self.tokens:
+            groups += ("tokens",)
+        if self.failures or self.failed_runs or self.failed_calls:
+            groups += ("failures",)
+        return groups
 
     def params(self, session_id: str) -> dict[str, Any]:
         """COUNT_ROWS's parameters (the tokens capped as a run's are)."""
@@ -145,12 +151,12 @@ def set_head(
     session_id: str, head_id: int | None, now: Any, tally: Tally | None = None
 ) -> Op[None]:
     """Move the head to ``head_id``, counting in what ``tally`` says the write changed."""
-    if tally is None or not tally.changed or tally.recount:
+    if tally is not None and not tally.recount and (groups := tally.groups):
+        yield C.SET_HEAD_COUNTED[groups]({**tally.params(session_id), "head": head_id, "now": now})
+    else:
         yield S.SET_HEAD({"sid": session_id, "head": head_id, "now": now})
         if tally is not None:
             yield from count_rows(session_id, tally)
-    else:
-        yield C.SET_HEAD_COUNTED({**tally.params(session_id), "head": head_id, "now": now})
 
 
 def count_rows(session_id: str, tally: Tally) -> Op[None]:
@@ -158,5 +164,5 @@ def count_rows(session_id: str, tally: Tally) -> Op[None]:
     are (a pop that keeps its head, a copy's rows, a trace's tool-call outcomes)."""
     if tally.recount:
         yield C.RECOUNT_ROWS({"sid": session_id})
-    elif tally.changed:
-        yield C.COUNT_ROWS(tally.params(session_id))
+    elif groups := tally.groups:
+        yield C.COUNT_ROWS[groups](tally.params(session_id))

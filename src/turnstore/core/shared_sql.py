@@ -237,25 +237,43 @@ def _totals(syntax: Syntax) -> dict[Statement, str]:
     }
     # Counted: what the write added (failed runs and calls written failed included); its
     # failures recounted instead where :failures says a stored row's status or error was
-    # written (a CASE reads no subquery it does not take).
-    counted = f"""
-            run_count = run_count + :runs, tool_call_count = tool_call_count + :tool_calls,
-            total_tokens = {syntax.least}(total_tokens, :max - :tokens) + :tokens,""" + ",".join(
-        f"\n            {column} = CASE WHEN :failures THEN {count} ELSE {column} + {added} END"
-        for column, (count, added) in failures.items()
-    )
+    # written (a CASE reads no subquery it does not take). Each group of totals is assigned
+    # only by the statements of the writes that change it (catalogue_sql.TOTALS).
+    assigned = {
+        "runs": "run_count = run_count + :runs",
+        "tool_calls": "tool_call_count = tool_call_count + :tool_calls",
+        "tokens": f"total_tokens = {syntax.least}(total_tokens, :max - :tokens) + :tokens",
+        "failures": ",\n            ".join(
+            f"{column} = CASE WHEN :failures THEN {count} ELSE {column} + {added} END"
+            for column, (count, added) in failures.items()
+        ),
+    }
+
+    def counted(groups: tuple[str, ...]) -> str:
+        return ",\n            ".join(assigned[group] for group in groups)
+
     recounted = f"""
             run_count = (SELECT count(*) {runs}),
             total_tokens = (SELECT {syntax.capped_sum("r.total_tokens")} {runs}),
             tool_call_count = (SELECT count(*) {calls}),""" + ",".join(
         f"\n            {column} = {count}" for column, (count, _) in failures.items()
     )
-    head = "head_run_id = :head, updated_at = :now,"
+    head = "head_run_id = :head, updated_at = :now"
+    where = "WHERE session_id = :sid"
     return {
-        C.ENSURE_SESSION_COUNTED: ensure_session_sql(syntax.least),
-        C.COUNT_ROWS: f"UPDATE sessions SET {counted} WHERE session_id = :sid",
-        C.SET_HEAD_COUNTED: f"UPDATE sessions SET {head}{counted} WHERE session_id = :sid",
-        C.RECOUNT_ROWS: f"UPDATE sessions SET {recounted} WHERE session_id = :sid",
+        **{
+            statement: ensure_session_sql(syntax.least, groups)
+            for groups, statement in C.ENSURE_SESSION_COUNTED.items()
+        },
+        **{
+            statement: f"UPDATE sessions SET {counted(groups)} {where}"
+            for groups, statement in C.COUNT_ROWS.items()
+        },
+        **{
+            statement: f"UPDATE sessions SET {head},\n            {counted(groups)} {where}"
+            for groups, statement in C.SET_HEAD_COUNTED.items()
+        },
+        C.RECOUNT_ROWS: f"UPDATE sessions SET {recounted} {where}",
     }
 
 

@@ -10,16 +10,20 @@ from .syntax import Syntax
 from .tables import DETAIL_COLUMNS, TOKEN_COLUMNS
 
 
-def ensure_session_sql(least: str | None = None) -> str:
-    """ENSURE_SESSION's SQL; with ``least`` (the dialect's two-argument minimum), the counted
+def ensure_session_sql(least: str | None = None, groups: tuple[str, ...] = ()) -> str:
+    """ENSURE_SESSION's SQL; with ``least`` (the dialect's two-argument minimum), a counted
     form (catalogue_sql's ENSURE_SESSION_COUNTED), which also adds to the session's totals
-    the tool calls and tokens the write is known to add (:tool_calls, :tokens) before it
-    reads the head: the statement every write runs first counts them."""
+    what the write is known to add before it reads the head, of the ``groups`` it names
+    (catalogue_sql.KNOWN_TOTALS: tool calls, :tool_calls; tokens, :tokens): the statement
+    every write runs first counts them."""
     columns = values = sets = ""
-    if least is not None:
-        columns, values = ", tool_call_count, total_tokens", ", :tool_calls, :tokens"
-        sets = f""",
-            tool_call_count = sessions.tool_call_count + excluded.tool_call_count,
+    if least is not None and "tool_calls" in groups:
+        columns, values = columns + ", tool_call_count", values + ", :tool_calls"
+        sets += """,
+            tool_call_count = sessions.tool_call_count + excluded.tool_call_count"""
+    if least is not None and "tokens" in groups:
+        columns, values = columns + ", total_tokens", values + ", :tokens"
+        sets += f""",
             total_tokens = {least}(sessions.total_tokens, :max - excluded.total_tokens)
                            + excluded.total_tokens"""
     return f"""

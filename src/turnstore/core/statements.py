@@ -136,15 +136,17 @@ ADVANCE_SDK_ADOPTION = Value(
 _RUN_STATUS = """status = CASE WHEN CAST(:status AS TEXT) IS NULL OR status = 'compacted'
                                OR kind IS NOT NULL
                           THEN status ELSE :status END"""
-UPDATE_RUN_APPEND = Execute(
-    "update_run_append",
-    f"""
+_RUN_APPEND = """
         UPDATE runs SET item_count = :item_count, updated_at = :now,
             assistant_message = CASE WHEN :assistant_changed THEN :assistant_message
-                                     ELSE assistant_message END,
-            {_RUN_STATUS}
-        WHERE session_id = :sid AND id = :id""",
+                                     ELSE assistant_message END{status}
+        WHERE session_id = :sid AND id = :id"""
+UPDATE_RUN_APPEND = Execute(
+    "update_run_append", _RUN_APPEND.format(status=f",\n            {_RUN_STATUS}")
 )
+# The same where the append leaves the run's status as it is stored: SQLite rewrites the
+# index entry of every column assigned, changed or not (runs_session_totals holds status).
+UPDATE_RUN_ITEMS = Execute("update_run_items", _RUN_APPEND.format(status=""))
 # A Runner call's usage since its last write: each call's tokens add up on its run (each
 # dialect writes it with its own two-argument minimum: ``add_usage_sql``).
 ADD_RUN_USAGE = Execute("add_run_usage")

@@ -92,7 +92,10 @@ _OWN: dict[Statement, str] = {
     # BEGIN IMMEDIATE already holds the database's write lock: creating the session and
     # reading its head is one statement.
     S.UPSERT_HEAD: f"{S.ENSURE_SESSION.sql}{_HEAD_RETURNED}",
-    C.UPSERT_HEAD_COUNTED: f"{ensure_session_sql('min')}{_HEAD_RETURNED}",
+    **{
+        statement: f"{ensure_session_sql('min', groups)}{_HEAD_RETURNED}"
+        for groups, statement in C.UPSERT_HEAD_COUNTED.items()
+    },
     # Whether old keys wait is one probe of the key index inside the claim, so that the
     # DELETE forgetting them runs only when there are some (rarely: a day after a key). The
     # head read for a guess is the head the write starts from, and AUTOINCREMENT's counter
