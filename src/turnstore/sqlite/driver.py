@@ -10,7 +10,6 @@ processes too.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import sqlite3
 import threading
@@ -48,6 +47,7 @@ from .errors import driver_error
 from .files import connect_read_only, connect_uri, file_kind, foreign_message, set_caches, set_wal
 from .forkgate import gated
 from .sql import DIALECT
+from .worker import Worker
 
 __all__ = ["SQLiteBackend", "now"]
 
@@ -92,7 +92,7 @@ class SQLiteBackend:
         self._pid = os.getpid()  # a forked child has no worker thread: see run and close
         self._conn: sqlite3.Connection | None = None
         self._checkpointer: Checkpointer | None = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, "turnstore-sqlite")
+        self._executor = Worker("turnstore-sqlite")
         try:
             opener = self._open_read_only if self.read_only else self._open
             self._executor.submit(gated, opener, busy_timeout, durable).result()
@@ -319,7 +319,7 @@ class SQLiteBackend:
         with self._lock:
             if self._closed:
                 raise ClosedError("the store is closed")
-            self._executor.submit(gated, self._serve, future, op, write)
+            self._executor.post(gated, self._serve, future, op, write)
         if write:
             return await finish_write(future)
         future.add_done_callback(self._interrupt)
