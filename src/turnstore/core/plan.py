@@ -126,8 +126,9 @@ def plan_append(
             runs.append(current)
     for prepared in batch:
         info = prepared.info
-        if current is None or info.starts_run:
-            if info.starts_run and credited is not None and credited.status == IN_PROGRESS:
+        starts_run = info.starts_run  # a property: asked once
+        if current is None or starts_run:
+            if starts_run and credited is not None and credited.status == IN_PROGRESS:
                 # Several user messages in one input (one Runner call): the model answers
                 # them together, in the last one's run; the earlier ones need no answer of
                 # their own. (A question in a later write below a run still in progress is
@@ -140,10 +141,10 @@ def plan_append(
                 None,
                 parent.depth + 1 if parent is not None else 0,
                 0,
-                user_message=info.text if info.starts_run else None,
+                user_message=info.text if starts_run else None,
             )
             runs.append(current)
-        if info.starts_run or credited is None:
+        if starts_run or credited is None:
             credited = current
         # Where this item leaves the run (model.RunStatus); calls left unanswered: below.
         credited.status = COMPLETED if _answers(info) else IN_PROGRESS
