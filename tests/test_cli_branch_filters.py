@@ -14,6 +14,7 @@ import pytest
 from builders import assistant, run_in_new_loop, user
 from support import cli
 from turnstore import Store, Usage
+from turnstore.domain.model import TOKEN_FIELDS
 
 
 def _usage(n: int) -> Usage:
@@ -124,6 +125,16 @@ def test_usage_details(forked: tuple[str, int, int, int]) -> None:
             (r["usage.input_tokens_details.cached_tokens"], r["usage.total_tokens"]) for r in table
         ] == [("5", "55")]
         assert "usage.input_tokens_details" not in table[0]
+        assert list(table[0]) == [  # the row's own order, the details spread where they are
+            "key",
+            "runs",
+            *(f"usage.{name}" for name in TOKEN_FIELDS),
+            "usage.input_tokens_details.cache_write_tokens",
+            "usage.input_tokens_details.cached_tokens",
+            "cost",
+            "unpriced",
+            "annotation",
+        ]
     by_run = cli("--db", db, "usage", "--details", "--session", "s", "--by", "run").stdout
     assert "token details" in by_run
     assert "cache_write_tokens" in by_run

@@ -800,3 +800,25 @@ def test_a_bad_time_option_is_one_line_in_every_command(demo_db: str, command: l
         "error: --since takes an ISO 8601 date or time (2025-01-31, 2025-01-31T12:00) or a "
         "duration back from now (7d, 12h, 30m), not 'yesterday'"
     ]
+
+
+def test_only_a_spread_record_s_mappings_become_columns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # One flattening for every command's CSV: a nested record's fields are columns; a mapping
+    # (a session's metadata) stays one JSON cell, but where a command spreads it (usage
+    # --details: the token details, a column per field).
+    from turnstore import Usage
+    from turnstore.cli.output import Format, print_records
+
+    record = {"key": "a", "usage": Usage(input_tokens_details={"cached_tokens": 3})}
+    print_records(Format.csv, [{**record, "metadata": {"k": "v"}}])
+    kept = _csv_rows(capsys.readouterr().out)[0]
+    assert (kept["usage.input_tokens_details"], kept["metadata"]) == (
+        '{"cached_tokens": 3}',
+        '{"k": "v"}',
+    )
+    print_records(Format.csv, [record], spread=True)
+    spread = _csv_rows(capsys.readouterr().out)[0]
+    assert spread["usage.input_tokens_details.cached_tokens"] == "3"
+    assert "usage.input_tokens_details" not in spread

@@ -466,11 +466,8 @@ def usage(
     rows = _sorted(run_command(go()), sort)
     if details:
         rows = _every_detail(rows)
-    if fmt in (Format.csv, Format.tsv) and details:
-        print_records(fmt, [_detail_columns(row) for row in rows])
-        return
     if fmt is not Format.table:
-        print_records(fmt, rows)
+        print_records(fmt, rows, spread=details)
         return
     rows = printable(rows)
     if not rows:
@@ -552,20 +549,6 @@ def _every_detail(rows: list[UsageRow]) -> list[UsageRow]:
         return replace(row, usage=replace(row.usage, **sides))
 
     return [filled(row) for row in rows]
-
-
-def _detail_columns(row: UsageRow) -> dict[str, Any]:
-    """A usage row as a flat record whose token details are columns of their own
-    (``usage.input_tokens_details.cached_tokens``, …), not JSON in one cell."""
-    record = jsonout.fields(row)
-    counts = {f"usage.{name}": getattr(row.usage, name) for name in TOKEN_FIELDS}
-    sums = {
-        f"usage.{side}.{name}": total
-        for side in DETAIL_FIELDS
-        for name, total in getattr(row.usage, side).items()
-    }
-    del record["key"], record["runs"], record["usage"]
-    return {"key": row.key, "runs": row.runs, **counts, **sums, **record}
 
 
 def _print_details(group: str, rows: list[UsageRow]) -> None:

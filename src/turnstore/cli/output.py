@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar, cast
@@ -264,14 +264,16 @@ class Format(str, Enum):
     tsv = "tsv"
 
 
-def _flat(record: Any, prefix: str = "") -> dict[str, Any]:
+def _flat(record: Any, prefix: str = "", *, spread: bool = False) -> dict[str, Any]:
     """A record (a dataclass or a dict) as one flat row: a nested record's fields become
-    ``outer.inner`` columns."""
+    ``outer.inner`` columns; with ``spread`` a nested mapping's keys too (else it is one
+    JSON cell)."""
     values = jsonout.fields(record) if dataclasses.is_dataclass(record) else dict(record)
     row: dict[str, Any] = {}
     for key, value in values.items():
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            row.update(_flat(value, f"{prefix}{key}."))
+        nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        if nested or (spread and isinstance(value, Mapping)):
+            row.update(_flat(value, f"{prefix}{key}.", spread=spread))
         else:
             row[f"{prefix}{key}"] = value
     return row
@@ -292,9 +294,10 @@ def _cell(value: Any) -> str:
     return jsonout.dumps(value)
 
 
-def print_records(fmt: Format, records: Sequence[Any]) -> None:
+def print_records(fmt: Format, records: Sequence[Any], *, spread: bool = False) -> None:
     """``records`` (dataclasses or dicts of one shape) on stdout as JSON (an array), NDJSON
-    (an object a line), CSV or TSV (a header, then a row each: nested records flattened).
+    (an object a line), CSV or TSV (a header, then a row each: nested records flattened;
+    ``spread``: nested mappings too, as ``usage --details`` spreads the token details).
     Not for ``Format.table``: each command draws its own."""
     if fmt is Format.json:
         print_json(list(records))
@@ -303,7 +306,7 @@ def print_records(fmt: Format, records: Sequence[Any]) -> None:
         for record in records:
             typer.echo(json_safe(jsonout.dumps(record)))
         return
-    rows = [_flat(record) for record in records]
+    rows = [_flat(record, spread=spread) for record in records]
     # Exact text for a program; on a terminal, stored text must not drive it (``safe_text``).
     shown = safe_text if sys.stdout.isatty() else str
     dialect = "excel-tab" if fmt is Format.tsv else "excel"
