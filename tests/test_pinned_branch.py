@@ -6,6 +6,7 @@ every backend."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,60 @@ async def test_a_pinned_session_edited_and_rewound_under_the_runner(store: Store
     assert said(await shared.get_items()) == ["q1", "q2"]
     runs = await store.runs("s", branch="alt")
     assert [run.assistant_message for run in runs][-1] == "answer 2"
+
+
+async def test_an_edit_after_branching_follows_the_branch_it_made(store: Store) -> None:
+    # create_branch_from_turn then edit: the edit's run takes the new name, and the object
+    # follows it, as it follows the branch its next add_items makes.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await pinned.add_items(run_items(tag))
+    await pinned.create_branch_from_turn(3, "alt")
+    run = await pinned.edit(Turn(2), "q2 edited")
+    assert pinned.branch == "alt"
+    assert _asked(await pinned.get_items()) == ["q1", "q2 edited"]
+    assert (await _names(store))["alt"] == ["q1", "q2 edited"]
+    assert (await store.runs("s", branch="alt"))[-1].id == run.id
+    await pinned.add_items(run_items("q3 again"))
+    assert (await _names(store))["alt"] == ["q1", "q2 edited", "q3 again"]
+    assert (await _names(store))["main"] == ["q1", "q2", "q3"]
+
+
+async def test_pinned_objects_starting_one_session_side_by_side(store: Store) -> None:
+    # Two objects pinned to different names write a new session's first run at once: one
+    # makes its branch, the other finds runs and not its name, as it would after the first;
+    # neither writes onto the other's run nor renames its branch.
+    one = StructuredSession("s", store, branch="one")
+    two = StructuredSession("s", store, branch="two")
+    results = await asyncio.gather(
+        one.add_items(run_items("q one")), two.add_items(run_items("q two")), return_exceptions=True
+    )
+    refused = [result for result in results if result is not None]
+    assert len(refused) == 1
+    assert isinstance(refused[0], NotFoundError)
+    first, tag = (one, "one") if results[0] is None else (two, "two")
+    assert await _names(store) == {tag: [f"q {tag}"]}
+    assert _asked(await first.get_items()) == [f"q {tag}"]
+    # Objects pinned to one name share its branch however they interleave.
+    same = [StructuredSession("t", store, branch="main") for _ in range(4)]
+    await asyncio.gather(*(pinned.add_items(run_items(f"q{n}")) for n, pinned in enumerate(same)))
+    assert sorted(_asked(await same[0].get_items())) == ["q0", "q1", "q2", "q3"]
+    assert [found.name for found in await store.branches("t")] == ["main"]
+    await assert_kept(store)
+
+
+async def test_a_pinned_object_beside_a_head_rewound_to_the_empty_path(store: Store) -> None:
+    # An object without branch= rewinds the head above turn 1: the pinned branch is still
+    # there, and the pinned object reads it and writes at its end (not a new root).
+    pinned = StructuredSession("s", store, branch="main")
+    await pinned.add_items(run_items("q1"))
+    await pinned.add_items(run_items("q2"))
+    await StructuredSession("s", store).rewind(Turn(1))
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]
+    await pinned.add_items(run_items("q3"))
+    assert _asked(await pinned.get_items()) == ["q1", "q2", "q3"]
+    assert (await _names(store))["main"] == ["q1", "q2", "q3"]
+    assert (await store.session("s")).head_run_id is None  # type: ignore[union-attr]
+    assert (await pinned.pop_item())["id"] == "m-q3"
+    assert await store.get_items("s") == []
+    await assert_kept(store)

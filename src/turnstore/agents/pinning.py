@@ -25,25 +25,15 @@ class PinningMixin(BranchingMixin):
         """The branch this object is pinned to (``branch=``), or None: it follows the head."""
         return self._branch
 
-    async def _pinned_end(self, store: Store) -> BranchRef | None:
+    def _pinned_end(self) -> BranchRef | None:
         """Where this object reads and writes: its pending branch's parent run
-        (``create_branch_from_turn``), its pinned branch, or None (the head). A pinned branch
-        a session without runs lacks yet is None too: the first write makes it."""
+        (``create_branch_from_turn``), its pinned branch, or None (the head). A session
+        without runs lacks the pinned branch yet: its first write makes it, in the write's
+        transaction (``Store.add_items(branch=)``)."""
         if self._branch is None:
             return None
         pending = self._pending_branch
-        if pending is not None:
-            return pending.parent_id
-        info = await store.session(self.session_id)
-        return None if info is None or info.head_run_id is None else self._branch
-
-    async def _name_pinned(self, store: Store, run_id: int | None) -> None:
-        """After a pinned object's write to a session that had no runs: the branch it made
-        takes the pinned name (unless a writer beside it named one so meanwhile)."""
-        if self._branch is None or run_id is None:
-            return
-        if all(found.name != self._branch for found in await store.branches(self.session_id)):
-            await store.name_branch(self.session_id, run_id, self._branch)
+        return self._branch if pending is None else pending.parent_id
 
     def _moved_pin(self, pinned: str, parent_id: int) -> PendingBranch:
         """The pending branch that takes this object's course below ``parent_id``: its name
@@ -62,7 +52,7 @@ class PinningMixin(BranchingMixin):
     async def _pinned_course(self, store: Store, expected_head: ExpectedHead) -> list[Run]:
         """A pinned object's course (the runs of its path, root first), its end checked
         against ``expected_head`` as the head is on an object without ``branch=``."""
-        end = await self._pinned_end(store)
+        end = self._pinned_end()
         course = [] if end is None else await store.runs(self.session_id, branch=end)
         found = course[-1].id if course else None
         if expected_head is not ANY_HEAD and found != expected_head:
@@ -82,7 +72,7 @@ class PinningMixin(BranchingMixin):
     ) -> Run:
         """``edit`` or ``regenerate`` on a pinned object: a sibling on its course, which takes
         its branch's name; the head stays."""
-        end = await self._pinned_end(store)
+        end = self._pinned_end()
         if end is None:
             raise RunNotFoundError(f"branch {pinned!r} has no runs yet")
         run = await store.fork(
@@ -96,7 +86,7 @@ class PinningMixin(BranchingMixin):
         # stays unnamed and this object where it was.
         pin = self._moved_pin(pinned, run.id)
         await store.name_branch(self.session_id, run.id, pin.name, take=pin.take)
-        pinned, self._pending_branch = pin.name, None
+        self._branch, self._pending_branch = pin.name, None  # it follows the branch it made
         return run
 
     async def _move_pin(
@@ -156,7 +146,8 @@ class PinningMixin(BranchingMixin):
 
     async def _pinned_run(self, store: Store) -> int | None:
         """The run at a pinned object's end (None: the head's, or no run yet)."""
-        end = await self._pinned_end(store)
+        end = self._pinned_end()
         if isinstance(end, str):
-            return (await store.runs(self.session_id, branch=end))[-1].id
+            course = await store.runs(self.session_id, branch=end)
+            return course[-1].id if course else None
         return end

@@ -273,7 +273,7 @@ class StructuredSession(PinningMixin):
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
             limit = None
         if branch is None:
-            branch = await self._pinned_end(store)
+            branch = self._pinned_end()
         return await store.get_items(self.session_id, limit, branch=branch)
 
     @_write
@@ -293,7 +293,7 @@ class StructuredSession(PinningMixin):
         binding.bind(store, self.session_id, fresh=False)
         usage = usage_of(wrapper)
         delta = usage if usage is None or call is None else _since(usage, call.counted)
-        end = await self._pinned_end(store)
+        end = self._pinned_end()
         telemetry = self._recorder.drain() if self._recorder is not None else None
         if delta is None and telemetry is not None and telemetry.responses:
             # No run context (a wrapper such as the SDK's compaction session passes none):
@@ -325,8 +325,6 @@ class StructuredSession(PinningMixin):
         binding.note_run(self.session_id, run_id)
         self._written(info)
         await self._name_pending(store, run_id)
-        if self._branch is not None and end is None:  # the pinned branch's first write
-            await self._name_pinned(store, run_id)
 
     def _written(self, info: SessionPatch | None) -> None:
         if info is self._pending_info:
@@ -350,8 +348,6 @@ class StructuredSession(PinningMixin):
                 f"write starts it below run {pending.parent_id}): nothing was popped; the "
                 "items above belong to the branches it forks from"
             )
-        if await self._pinned_end(store) is None:
-            return None
         return await store.pop_item(self.session_id, branch=self._branch)
 
     @_write

@@ -21,6 +21,7 @@ from ..errors import InvalidOperationError
 from . import append_sql as A
 from . import results as R
 from . import statements as S
+from .branches import name_branch
 from .catalogue import patch_session
 from .codec import PreparedItem
 from .lock import Head, Tally, count_rows, lock_session, set_head
@@ -30,7 +31,7 @@ from .reads import find_run
 from .search_index import INDEX_BATCH, feed_index, index_backlog
 from .tables import TOOL_CALL_FROM_ITEM, RunRow, tool_call_item_values, usage_params
 from .telemetry import record_telemetry
-from .turns import branch_leaf
+from .turns import branch_end
 
 __all__ = ["GraftRun", "append", "apply_append", "graft", "insert_item", "parent_head"]
 
@@ -268,7 +269,8 @@ def append(
     """Add a batch: user messages start runs (children of the head), the rest join the head.
 
     ``at`` (a branch name, or a run id) writes at that branch's end (that run) instead of
-    the head, which moves only when it was there: a pinned writer's own course.
+    the head, which moves only when it was there: a pinned writer's own course. A name in a
+    session without runs names the branch the batch starts (a pinned writer's first write).
 
     ``usage`` is added to the tokens of the run the batch counts for: the run its first user
     message starts, else ``owner`` (the run of the Runner call writing it, when that run is
@@ -297,11 +299,14 @@ def append(
         counted=known if batch else None,
     )
     move = True
+    starts: str | None = None  # the name of the branch the session's first run starts
     if at is not None:
         # A pinned writer's branch (StructuredSession(branch=)): its end stands in for the
         # head, which moves only when it was there.
-        end = yield from branch_leaf(session_id, at)
-        if end != head.id:
+        end = yield from branch_end(session_id, at)
+        if end is None and isinstance(at, str):
+            starts = at
+        elif end != head.id:
             indexed = head.indexed_through
             head = yield from parent_head(session_id, end)
             head.indexed_through = indexed
@@ -338,6 +343,8 @@ def append(
         yield from count_rows(session_id, tally)
     elif tally.changed:
         yield from set_head(session_id, last_id, now, tally)
+    if starts is not None:
+        yield from name_branch(session_id, last_id, starts, now)
     if telemetry:
         target = head.id if head.id is not None else last_id
         yield from record_telemetry(session_id, target, telemetry)

@@ -74,6 +74,12 @@ class BranchTree:
                 return run_id
         raise NotFoundError(f"session {session_id!r} has no branch named {name!r}")
 
+    def end_named(self, session_id: str, name: str) -> int | None:
+        """The leaf of the branch called ``name``; None while the session has no runs: a
+        pinned writer's branch before its first write makes it (``append``), an empty path.
+        Raises ``NotFoundError``."""
+        return self.leaf_of(self.fork_named(session_id, name)) if self.parents else None
+
 
 def branch_tree(session_id: str) -> Op[BranchTree]:
     """The session's runs as a ``BranchTree``: two reads, one pass."""

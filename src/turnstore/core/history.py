@@ -65,8 +65,10 @@ def pop_item(session_id: str, now: Any, branch: str | None = None) -> Op[Any]:
             end, parent_id = head.id, head.parent_id
         else:  # a branch's end is a leaf: shared with no other branch
             tree = yield from branch_tree(session_id)
-            end = tree.leaf_of(tree.fork_named(session_id, branch))
-            parent_id = tree.parents[end]
+            leaf = tree.end_named(session_id, branch)
+            if leaf is None:
+                return None
+            end, parent_id = leaf, tree.parents[leaf]
         last: R.LastItemRow | None = yield S.LAST_ITEM({"sid": session_id, "run_id": end})
         if last is None:  # every run holds an item: not one written by turnstore
             where = "the head" if branch is None else f"the end of branch {branch!r}"

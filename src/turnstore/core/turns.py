@@ -33,12 +33,15 @@ T = TypeVar("T")
 
 def branch_end(session_id: str, branch: BranchRef | None) -> Op[int | None]:
     """The run a branch's path ends at: ``branch_leaf``, or for None the head (None for an
-    empty session)."""
+    empty session; for a name, None while the session has no runs: ``end_named``)."""
     if branch is None:
         info = yield from session_info(session_id)
         if info is None:
             raise SessionNotFoundError(f"no session {session_id!r}")
         return info.head_run_id
+    if isinstance(branch, str):
+        tree = yield from branch_tree(session_id)
+        return tree.end_named(session_id, branch)
     return (yield from branch_leaf(session_id, branch))
 
 

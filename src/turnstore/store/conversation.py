@@ -37,7 +37,8 @@ class ConversationMixin(StoreBase):
 
         ``branch`` (a branch name, or a run id) appends at the end of that branch (after that
         run) instead of the head, and the head moves only when it was there: the write of a
-        session pinned to its own branch (``StructuredSession(branch=)``).
+        session pinned to its own branch (``StructuredSession(branch=)``). In a session
+        without runs a name names the branch the batch starts.
 
         ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
         returned (None when nothing was written): the run the batch's first user message
@@ -88,7 +89,8 @@ class ConversationMixin(StoreBase):
         That is the active path's items, except that a compaction run's items stand in for the
         runs it replaced. ``branch`` (a branch name, or a run id: the path from the root to
         it) reads that branch instead, the head left where it is; an unknown name raises
-        ``NotFoundError``, an unknown run ``RunNotFoundError``.
+        ``NotFoundError`` (in a session without runs it is the empty path: a pinned branch
+        before its first write), an unknown run ``RunNotFoundError``.
         """
         sid = validate.key(session_id, "session_id")
         where = None if branch is None else branch_ref(branch)
