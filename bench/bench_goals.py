@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_goals.py                 # 5 rounds each, 4,000 and 20,000 items
     .venv/bin/python bench/bench_goals.py --rounds 3 --sizes 1000,4000 --no-postgres
     .venv/bin/python bench/bench_goals.py --json bench/results/goals.json
+    .venv/bin/python bench/bench_goals.py --reads         # the read goals alone (no write turns)
 
 A round runs the write-turn and read cases of ``bench_session.py`` (SQLite: turnstore against
 ``SQLiteSession`` and the floors) or of ``bench_postgres.py`` (PostgreSQL: turnstore against
@@ -87,11 +88,17 @@ def postgres_goals(sizes: Sequence[int]) -> list[Goal]:
     return goals
 
 
-async def sqlite_round(directory: Path, sizes: Sequence[int], quick: bool) -> Results:
-    """One SQLite round: writes and full reads at each size, the last-20 read at the smallest."""
+async def sqlite_round(
+    directory: Path, sizes: Sequence[int], quick: bool, writes: bool = True
+) -> Results:
+    """One SQLite round: writes (unless not ``writes``) and full reads at each size, the
+    last-20 read at the smallest."""
     base = bench_session.QUICK if quick else bench_session.Config()
     config = replace(
-        base, history_sizes=tuple(sizes), write_sizes=tuple(sizes), tail_size=min(sizes)
+        base,
+        history_sizes=tuple(sizes),
+        write_sizes=tuple(sizes) if writes else (),
+        tail_size=min(sizes),
     )
     results = Results()
     contenders = [
@@ -103,8 +110,11 @@ async def sqlite_round(directory: Path, sizes: Sequence[int], quick: bool) -> Re
     return results
 
 
-async def postgres_round(url: str, sizes: Sequence[int], quick: bool) -> Results:
-    """One PostgreSQL round: at each size, a write turn, the full read and the last-20 read."""
+async def postgres_round(
+    url: str, sizes: Sequence[int], quick: bool, writes: bool = True
+) -> Results:
+    """One PostgreSQL round: at each size, a write turn (unless not ``writes``), the full read
+    and the last-20 read."""
     base = bench_postgres.QUICK if quick else bench_postgres.Config()
     results = Results()
     contenders = [
@@ -112,7 +122,7 @@ async def postgres_round(url: str, sizes: Sequence[int], quick: bool) -> Results
         bench_postgres.sqlalchemy_contender(url, 2),
     ]
     for n in sizes:
-        config = replace(base, history_sizes=(n,), write_size=n, tail_size=n)
+        config = replace(base, history_sizes=(n,), write_size=n if writes else None, tail_size=n)
         await bench_postgres.history_cases(contenders, config, results, lambda _: None)
     return results
 
@@ -164,17 +174,19 @@ async def bench(
     postgres: str | None,
     log: Callable[[str], None],
     quick: bool = False,
+    writes: bool = True,
 ) -> dict[str, Any]:
-    """``rounds`` SQLite rounds and as many PostgreSQL ones (when ``postgres``), alternating."""
+    """``rounds`` SQLite rounds and as many PostgreSQL ones (when ``postgres``), alternating;
+    without ``writes``, the read goals alone."""
     done: dict[str, list[Results]] = {"sqlite": [], "postgres": []}
     for index in range(rounds):
         log(f"round {index + 1}/{rounds}: SQLite")
         # Fresh files each round (the cases name their files by size alone).
         with tempfile.TemporaryDirectory(dir=directory) as fresh:
-            done["sqlite"].append(await sqlite_round(Path(fresh), sizes, quick))
+            done["sqlite"].append(await sqlite_round(Path(fresh), sizes, quick, writes))
         if postgres is not None:
             log(f"round {index + 1}/{rounds}: PostgreSQL")
-            done["postgres"].append(await postgres_round(postgres, sizes, quick))
+            done["postgres"].append(await postgres_round(postgres, sizes, quick, writes))
     printed, records = table(
         [(sqlite_goals(sizes), done["sqlite"]), (postgres_goals(sizes), done["postgres"])]
     )
@@ -189,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--url", default=bench_postgres.DEFAULT_URL, help="PostgreSQL server")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite rounds only")
     parser.add_argument("--quick", action="store_true", help="fewer repeats per case")
+    parser.add_argument("--reads", action="store_true", help="the read goals alone")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--dir", metavar="DIR", help="where the database files go (a temp dir)")
     args = parser.parse_args(argv)
@@ -203,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 postgres,
                 lambda message: print(message, file=sys.stderr, flush=True),
                 args.quick,
+                not args.reads,
             )
         )
     print(report["table"])

@@ -71,7 +71,8 @@ class Config:
     """Sizes and repeat counts of one run."""
 
     history_sizes: tuple[int, ...] = (1_000, 4_000)  # items, for full reads
-    write_size: int = 1_000  # items of history when one turn's write is timed
+    # Items of history when one turn's write is timed (None: no write turn).
+    write_size: int | None = 1_000
     tail_size: int = 20_000  # items, for the last-20 read
     branch_runs: int = 5_000  # runs (SDK turns) of the session branched at its middle
     writers: tuple[int, ...] = (1, 4, 16)  # concurrent writers for throughput
@@ -206,7 +207,8 @@ async def history_cases(
     contenders: Sequence[Contender], config: Config, results: Results, log: Any
 ) -> None:
     """Writes of one turn, full reads and the last-20 read, each on a session of its size."""
-    for size in sorted({*config.history_sizes, config.write_size, config.tail_size}):
+    writes = () if config.write_size is None else (config.write_size,)
+    for size in sorted({*config.history_sizes, *writes, config.tail_size}):
         log(f"  history of {size:,} items")
         dbs = await open_all(contenders, f"h{size}", history(size), PgDatabase)
         try:

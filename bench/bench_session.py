@@ -273,6 +273,8 @@ async def history_cases(
                 repeats=config.read_repeats(size),
                 warmup=config.warmup,
             )
+        if not config.write_sizes:  # reads alone (bench_goals.py --reads)
+            return
         count = config.warmup + config.write_repeats
         writers = {
             (f"write turn @{at}", name): turn_writer(s, count=count)
