@@ -363,6 +363,27 @@ async def test_callers_pool_is_used_and_never_closed(
     assert not callers_pool.closed
 
 
+async def test_items_read_back_through_a_connection_not_speaking_utf8(schema: str) -> None:
+    # A path read takes the item JSON as bytes where the connection's encoding is UTF-8; in
+    # any other, the server sends text in that encoding, which only a str decodes rightly.
+    require_postgres()
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        POSTGRES_URL, kwargs={"options": "-c client_encoding=LATIN1"}, min_size=1, open=False
+    )
+    await pool.open()
+    try:
+        async with pool.connection() as conn:
+            assert conn.info.encoding == "iso8859-1"
+        store = Store(PostgresBackend(pool=pool, schema=schema))
+        items = [user("café ½"), assistant("naïve ©"), user("ÿ"), assistant("done")]
+        await store.add_items("s", items)
+        assert await store.get_items("s") == items
+        assert await store.get_items("s", 2) == items[2:]
+        await store.aclose()
+    finally:
+        await pool.close()
+
+
 async def test_callers_pool_bad_object_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="AsyncConnectionPool"):
         PostgresBackend(pool=object())  # type: ignore[arg-type]

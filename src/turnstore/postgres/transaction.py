@@ -27,13 +27,14 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.types.string import ByteaBinaryLoader
 from psycopg_pool import AsyncConnectionPool
 
 from ..core.dialect import result_row, result_rows
 from ..core.ops import Fetch, Group, Op, Query, Unchanged, step
 from ..errors import OutcomeUnknownError
 from .errors import TRANSIENT, driver_error, lost_connection
-from .sql import DIALECT
+from .sql import BYTES, DIALECT
 
 __all__ = ["Retry", "Transactions", "configure"]
 
@@ -205,10 +206,15 @@ async def _send(conn: psycopg.AsyncConnection[Any], query: Query) -> tuple[Query
         text = DIALECT.sql[statement]
     except KeyError:
         text = DIALECT[statement]  # raises, naming what is lacking
+    prepare = False if statement.replan else None
+    if statement in BYTES and conn.info.encoding == "utf-8":
+        # In binary format a text column comes as the server sends it, in the client's
+        # encoding: as bytes where that is UTF-8 (any other is read as text, decoded).
+        cursor = conn.cursor(binary=True)
+        cursor.adapters.register_loader("text", ByteaBinaryLoader)
+        return query, await cursor.execute(text, query.params, prepare=prepare)
     # Always with parameters: a rendered statement writes a literal % as %%.
-    return query, await conn.execute(
-        text, query.params, prepare=False if statement.replan else None
-    )
+    return query, await conn.execute(text, query.params, prepare=prepare)
 
 
 async def _receive(query: Query, cursor: Any) -> Any:
