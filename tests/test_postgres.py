@@ -33,7 +33,7 @@ from turnstore import (
 from turnstore.core import append
 from turnstore.core.codec import prepare_items
 from turnstore.core.once import once
-from turnstore.core.ops import Op, Query
+from turnstore.core.ops import Op, Query, last
 
 require_module("psycopg")
 import psycopg  # noqa: E402
@@ -382,6 +382,20 @@ async def test_items_read_back_through_a_connection_not_speaking_utf8(schema: st
         await store.aclose()
     finally:
         await pool.close()
+
+
+async def test_a_read_ends_at_its_last_query(schema: str) -> None:
+    # A read's last query travels with its ROLLBACK: a query yielded after it would run
+    # outside the transaction, so the driver refuses it.
+    def past_the_end() -> Op[object]:
+        yield last(Query("SELECT 1", raw=True))
+        yield Query("SELECT 2", raw=True)
+
+    with Store.open(POSTGRES_URL, schema=schema, max_size=1) as store:
+        await store.add_items("s", [user("hi")])
+        with pytest.raises(AssertionError, match="after its last query"):
+            await store.backend.run(past_the_end, write=False)
+        assert await store.get_items("s") == [user("hi")]  # its one connection is sound
 
 
 async def test_callers_pool_bad_object_is_refused() -> None:

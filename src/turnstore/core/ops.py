@@ -47,6 +47,7 @@ __all__ = [
     "Values",
     "finish_write",
     "forked_away",
+    "last",
     "step",
     "supports",
     "utc",
@@ -132,6 +133,7 @@ class Statement:
         query.params = params
         query.fetch = self.fetch
         query.raw = False
+        query.last = False
         return query
 
     def __repr__(self) -> str:
@@ -213,12 +215,13 @@ class Query:
     """One request of an operation: a statement and its parameters, or raw SQL (migrations,
     tests)."""
 
-    __slots__ = ("fetch", "params", "raw", "statement")
+    __slots__ = ("fetch", "last", "params", "raw", "statement")
 
     statement: Statement | str
     params: Mapping[str, Any]
     fetch: Fetch
     raw: bool  # ``statement`` is the SQL itself
+    last: bool  # the operation's last query (``last``)
 
     @overload
     def __init__(self, statement: Statement, params: Mapping[str, Any] = ...) -> None: ...
@@ -242,6 +245,7 @@ class Query:
         self.statement = statement
         self.params = params
         self.raw = raw
+        self.last = False
         self.fetch = (fetch or Fetch.NONE) if raw else statement.fetch  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
@@ -264,9 +268,19 @@ class Group(Query):
         self.params = _NO_PARAMS
         self.fetch = Fetch.GROUP
         self.raw = False
+        self.last = False
 
     def __repr__(self) -> str:
         return f"Group({list(self.queries)!r})"
+
+
+def last(query: Query) -> Query:
+    """``query`` marked as its operation's last: the operation returns what it makes of the
+    result and yields nothing after it. A driver may end a read's transaction along with it
+    (PostgreSQL sends the ROLLBACK with the query: one round trip, not two); a query yielded
+    after it is an error."""
+    query.last = True
+    return query
 
 
 class Unchanged(Exception):

@@ -16,7 +16,7 @@ from . import results as R
 from . import statements as S
 from .codec import decode_data, decode_items
 from .collector import pause_for
-from .ops import Op
+from .ops import Op, last
 from .tables import (
     PathWindowRow,
     RunRow,
@@ -49,10 +49,10 @@ __all__ = [
 def get_items(session_id: str, limit: int | None) -> Op[list[Any]]:
     """The newest ``limit`` items of the active path (all when None), oldest first."""
     if limit is None:
-        data: list[object] = yield S.PATH_ITEMS({"sid": session_id})
+        data: list[object] = yield last(S.PATH_ITEMS({"sid": session_id}))
         return decode_data(data, session_id)
-    rows: list[R.ItemRow] = yield S.PATH_ITEMS_TAIL(
-        {"sid": session_id, "limit": limit}
+    rows: list[R.ItemRow] = yield last(
+        S.PATH_ITEMS_TAIL({"sid": session_id, "limit": limit})
     )  # newest first
     rows.reverse()
     return decode_items(rows, session_id)

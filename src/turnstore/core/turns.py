@@ -14,7 +14,7 @@ from . import results as R
 from . import statements as S
 from .branches import branch_tree
 from .codec import decode_data, decode_items
-from .ops import Op
+from .ops import Op, last
 from .reads import find_run, session_info
 from .tables import PathWindowRow, RunRow, run_from_row
 
@@ -83,10 +83,10 @@ def branch_items(session_id: str, branch: BranchRef, limit: int | None) -> Op[li
     if end is None:
         return []
     if limit is None:
-        data: list[object] = yield S.PATH_ITEMS_AT({"sid": session_id, "leaf": end})
+        data: list[object] = yield last(S.PATH_ITEMS_AT({"sid": session_id, "leaf": end}))
         return decode_data(data, session_id)
-    rows: list[R.ItemRow] = yield S.PATH_ITEMS_TAIL_AT(
-        {"sid": session_id, "leaf": end, "limit": limit}
+    rows: list[R.ItemRow] = yield last(
+        S.PATH_ITEMS_TAIL_AT({"sid": session_id, "leaf": end, "limit": limit})
     )  # newest first
     rows.reverse()
     return decode_items(rows, session_id)

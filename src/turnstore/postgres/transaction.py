@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -117,7 +117,9 @@ class Transactions:
 
         In pipeline mode: a statement whose result the operation does not need (BEGIN, an
         UPDATE, COMMIT) is queued and travels with the next one that is awaited, which saves
-        about a third of the round trips of a write.
+        about a third of the round trips of a write. A read's last query (``ops.last``) is
+        sent with the ROLLBACK, and its answer read once the pipeline is synced: one round
+        trip for a read of one statement.
         """
         restore_autocommit = not conn.autocommit
         if restore_autocommit:  # a caller's connection: we issue BEGIN/COMMIT ourselves
@@ -130,14 +132,15 @@ class Transactions:
                 )
                 await conn.execute(_SETTINGS[write], [self._search_path])
                 try:
-                    result = await self.drive(conn, op())
+                    result = await self.drive(conn, op(), write)
                     committing = write
                 except Unchanged as unchanged:
                     result = unchanged.value
                 # A read is rolled back: what a READ ONLY transaction still lets a statement
                 # do (a user's query creating a large object, a NOTIFY) is never kept.
-                await conn.execute("COMMIT" if committing else "ROLLBACK")
-            return result
+                if not isinstance(result, _Last):  # else rolled back with its last query
+                    await conn.execute("COMMIT" if committing else "ROLLBACK")
+            return await result.finish() if isinstance(result, _Last) else result
         except psycopg.Error as exc:
             if isinstance(exc, TRANSIENT):
                 raise Retry(exc) from exc
@@ -180,7 +183,9 @@ class Transactions:
             await conn.close()
 
     @staticmethod
-    async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+    async def drive(conn: psycopg.AsyncConnection[Any], op: Op[T], write: bool) -> T | _Last[T]:
+        """``op`` run to its end; or, at a read's last query, sent with the ROLLBACK and left
+        for ``_Last.finish`` once the pipeline has synced."""
         capabilities = DIALECT.capabilities
         result: Any = None
         try:
@@ -190,10 +195,32 @@ class Transactions:
                     # Every query sent before the first answer is awaited: one round trip.
                     sent = [await _send(conn, member) for member in query.queries]
                     result = tuple([await _receive(member, cursor) for member, cursor in sent])
+                elif query.last and not write:
+                    _, cursor = await _send(conn, query)
+                    await conn.execute("ROLLBACK")
+                    return _Last(op, query, cursor)
                 else:
                     result = await _receive(*(await _send(conn, query)))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+
+class _Last(Generic[T]):
+    """A read whose last query went with its ROLLBACK: its answer, once the pipeline has
+    synced, is what the operation returns from."""
+
+    def __init__(self, op: Op[T], query: Query, cursor: Any) -> None:
+        self.op, self.query, self.cursor = op, query, cursor
+
+    async def finish(self) -> T:
+        """The operation's value, from its last query's answer."""
+        result = await _receive(self.query, self.cursor)
+        try:
+            extra = step(self.op, result, DIALECT.capabilities)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        self.op.close()
+        raise AssertionError(f"an operation yielded {extra!r} after its last query")
 
 
 async def _send(conn: psycopg.AsyncConnection[Any], query: Query) -> tuple[Query, Any]:
