@@ -365,3 +365,25 @@ async def test_a_pinned_object_beside_a_head_rewound_to_the_empty_path(store: St
     assert (await pinned.pop_item())["id"] == "m-q3"
     assert await store.get_items("s") == []
     await assert_kept(store)
+
+
+async def test_a_pinned_edit_cancelled_while_it_writes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancellation arrives while the fork is written: the edit ends whole (its run
+    # stored and holding the branch's name, the object on it), not a run nobody names.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2"):
+        await pinned.add_items(run_items(tag))
+    fork = store.fork
+
+    async def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        editing.cancel()
+        return await fork(*args, **kwargs)
+
+    monkeypatch.setattr(store, "fork", cancelled_meanwhile)
+    editing = asyncio.ensure_future(pinned.edit(Turn(2), "q2 edited"))
+    with pytest.raises(asyncio.CancelledError):
+        await editing
+    assert await _names(store) == {"main": ["q1", "q2 edited"], None: ["q1", "q2"]}
+    assert _asked(await pinned.get_items()) == ["q1", "q2 edited"]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.history import ANY_HEAD, ExpectedHead
+from ..core.ops import finish_write
 from ..domain.model import Run
 from ..domain.turns import BranchRef, RunRef, Turn
 from ..errors import ConflictError, InvalidOperationError, RunNotFoundError
@@ -82,8 +83,8 @@ class PinningMixin(BranchingMixin):
             expected_head=expected_head,
             branch=end,
         )
-        # A second write, as create_branch_from_turn's name: cut off before it, the new run
-        # stays unnamed and this object where it was.
+        # A second write, as create_branch_from_turn's name (a crash before it leaves the new
+        # run unnamed and this object where it was; a cancellation waits for it: _fork).
         pin = self._moved_pin(pinned, run.id)
         await store.name_branch(self.session_id, run.id, pin.name, take=pin.take)
         self._branch, self._pending_branch = pin.name, None  # it follows the branch it made
@@ -134,7 +135,11 @@ class PinningMixin(BranchingMixin):
         store = await self._ready()
         if self._branch is None:
             return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
-        return await self._pinned_fork(store, self._branch, run_id, new_input, expected_head)
+        # Its two writes end together: a cancellation that arrives during the fork is held
+        # until the new run holds the name, as one write holds it (finish_write).
+        return await finish_write(
+            self._pinned_fork(store, self._branch, run_id, new_input, expected_head)
+        )
 
     def _uncompacted(self) -> None:
         if self._branch is not None:
