@@ -353,6 +353,7 @@ async def test_a_shared_store_closed_by_hand_leaves_the_other_sessions_working(
 
 STORE_FORK_SCRIPT = """
 import asyncio, os, signal, sys
+import agents  # the application's imports, preloaded with it: an import takes seconds under load
 from turnstore import ClosedError, Store, StructuredSession
 
 TARGET = sys.argv[1]
@@ -361,7 +362,7 @@ store = Store.open(TARGET)  # the application's own store, opened before its wor
 asyncio.run(store.add_items("s", [{"role": "user", "content": "from the parent"}]))
 pid = os.fork()
 if pid == 0:
-    signal.alarm(20)  # a hang kills the child: the parent then reports it
+    signal.alarm(60)  # a hang kills the child: the parent then reports it
     outcome = []
     for attempt in (
         lambda: store.add_items("s", [{"role": "user", "content": "from the child"}]),
