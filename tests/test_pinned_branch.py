@@ -387,3 +387,28 @@ async def test_a_pinned_edit_cancelled_while_it_writes(
         await editing
     assert await _names(store) == {"main": ["q1", "q2 edited"], None: ["q1", "q2"]}
     assert _asked(await pinned.get_items()) == ["q1", "q2 edited"]
+
+
+async def test_a_pinned_write_cancelled_after_a_rewind(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cancellation arrives while the question that follows a rewind is written: the run
+    # it starts still takes the branch's name, and the next write follows it.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await pinned.add_items(run_items(tag))
+    await pinned.rewind(Turn(3))
+    add_items = store.add_items
+
+    async def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        writing.cancel()
+        return await add_items(*args, **kwargs)
+
+    monkeypatch.setattr(store, "add_items", cancelled_meanwhile)
+    writing = asyncio.ensure_future(pinned.add_items(run_items("q3 again")))
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    monkeypatch.undo()
+    await pinned.add_items(run_items("q4"))
+    assert _asked(await pinned.get_items()) == ["q1", "q2", "q3 again", "q4"]
+    assert await _names(store) == {"main": ["q1", "q2", "q3 again", "q4"], None: ["q1", "q2", "q3"]}

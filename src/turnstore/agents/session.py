@@ -300,8 +300,8 @@ class StructuredSession(PinningMixin):
             # the run's tokens are those of the model calls ``hooks`` saw since the last write.
             delta = usage_sum(record.usage for record in telemetry.responses)
         info = self._pending_info
-        try:
-            run_id = await store.add_items(
+        write = asyncio.ensure_future(
+            store.add_items(
                 self.session_id,
                 items,
                 delta,
@@ -310,8 +310,13 @@ class StructuredSession(PinningMixin):
                 owner=call.run_id if call is not None else None,
                 branch=end,
             )
+        )
+        try:
+            run_id = await finish_write(write)
         except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
             self._written(info)
+            if not write.cancelled():  # the branch it started still takes its pending name
+                await self._name_pending(store, write.result())
             raise
         except BaseException:
             if telemetry is not None and self._recorder is not None:
