@@ -351,8 +351,9 @@ def old_database(
 @contextmanager
 def writes_before_totals(dialect: str) -> Iterator[None]:
     """Today's writes on a database from before the sessions' totals (SQLite's step 18,
-    PostgreSQL's 17; core/lock.py): the head moves as it did then, nothing is counted. For
-    tests that write data at an older schema version, then upgrade it."""
+    PostgreSQL's 17; core/lock.py): the head moves as it did then, nothing is counted; and on
+    PostgreSQL, before its step 18, a run's rows go by its foreign keys' cascade. For tests
+    that write data at an older schema version, then upgrade it."""
     from turnstore.core import catalogue_sql as C
     from turnstore.core import statements as S
 
@@ -372,4 +373,10 @@ def writes_before_totals(dialect: str) -> Iterator[None]:
                 patch.setitem(DIALECT.sql, counted, DIALECT.sql[statement])
         for counting in (*C.COUNT_ROWS.values(), C.RECOUNT_ROWS):
             patch.setitem(DIALECT.sql, counting, uncounted)
+        if dialect != "sqlite":
+            patch.setitem(
+                DIALECT.sql,
+                S.DELETE_RUN,
+                DIALECT.render("DELETE FROM runs WHERE session_id = :sid AND id = :id"),
+            )
         yield

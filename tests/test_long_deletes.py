@@ -16,6 +16,7 @@ import pytest
 
 from builders import assistant, call, output, user
 from chains import SESSION_TABLES, Chain, build_chain, chain_items, count_rows
+from support import sql
 from turnstore import Store
 
 LONG = 100_000
@@ -143,3 +144,61 @@ async def test_compact_a_session_of_100k_runs(store: Store) -> None:
     assert [run.status for run in runs[-4:]] == ["compacted"] * 3 + [None]
     assert all(run.compacted_by == runs[-1].id for run in runs[: LONG - 2])
     assert await _state(store) == kept
+
+
+async def _run_rows(store: Store) -> dict[str, dict[int, int]]:
+    """Every table that holds rows of a run (a run_id column; views are not tables): how
+    many rows of session "long" each run holds there. Read from the database's own schema,
+    so that a table added later is checked too."""
+    if store.backend.dialect == "sqlite":
+        listing = """SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c
+                     WHERE m.type = 'table' AND c.name = 'run_id'"""
+    else:
+        listing = """SELECT c.table_name FROM information_schema.columns c
+                     JOIN information_schema.tables t USING (table_schema, table_name)
+                     WHERE c.table_schema = current_schema() AND c.column_name = 'run_id'
+                       AND t.table_type = 'BASE TABLE'"""
+    found = {}
+    for (table,) in await sql(store, listing):
+        counts = await sql(
+            store,
+            f"SELECT run_id, count(*) FROM {table} WHERE session_id = {{sid}} GROUP BY run_id",
+            sid="long",
+        )
+        found[table] = {int(run): int(count) for run, count in counts}
+    return found
+
+
+def _without(rows: dict[str, dict[int, int]], runs: set[int]) -> dict[str, dict[int, int]]:
+    return {t: {r: n for r, n in counts.items() if r not in runs} for t, counts in rows.items()}
+
+
+async def test_a_deleted_run_takes_every_row_it_holds(store: Store) -> None:
+    """delete_branch and pop_item remove their runs' rows from every table that holds them
+    (items, tool calls, model calls, spans, branch names, annotations of the run and of its
+    tool calls) and leave every other run's (PostgreSQL: those rows' keys name the session,
+    and the delete removes them itself)."""
+    chain = await build_chain(store, "long", 4, calls_every=1)
+    for i in range(4):
+        await store.annotate(chain.run_id(i), "thumbs", value=1, session_id="long")
+        (tool_call,) = await store.tool_calls(run_id=chain.run_id(i))
+        await store.annotate(chain.run_id(i), "ok", tool_call_id=tool_call.id, session_id="long")
+    await store.name_branch("long", chain.run_id(2), "from two")
+    edited = await store.fork("long", chain.run_id(2), "question 2, edited")
+    await store.annotate(edited.id, "thumbs", value=0, session_id="long")
+    await store.name_branch("long", edited.id, "edited")
+    before = await _run_rows(store)
+    assert {"items", "tool_calls", "model_responses", "spans", "annotations"} <= {
+        table for table, counts in before.items() if chain.run_id(3) in counts
+    }
+    await store.delete_branch("long", chain.run_id(2))
+    gone = {chain.run_id(2), chain.run_id(3)}
+    after = await _run_rows(store)
+    # The root's branch carries on through the edit, under the edit's name (the other goes).
+    assert after == _without(before, gone | {edited.id}) | {
+        "branch_names": {chain.first_run: 1},
+        "annotations": after["annotations"] | {edited.id: 1},
+        "items": after["items"] | {edited.id: 1},
+    }
+    assert await store.pop_item("long") == user("question 2, edited")  # its run with it
+    assert await _run_rows(store) == _without(after, {edited.id})

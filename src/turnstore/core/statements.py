@@ -286,9 +286,12 @@ FIRST_CHILD = Value(
 DROP_CALL_OF_ITEM = Execute("drop_call_of_item")
 REOPEN_CALL_OF_OUTPUT = Execute("reopen_call_of_output")
 DELETE_ITEM = Execute("delete_item", "DELETE FROM items WHERE session_id = :sid AND id = :id")
-DELETE_RUN = Execute("delete_run", "DELETE FROM runs WHERE session_id = :sid AND id = :id")
-# A run and every run below it, in one statement (runs.parent_id does not cascade: a chain of
-# cascades stopped at SQLite's 1,000 trigger levels; sqlite/migrations.py, step 12).
+# A run, with its rows (SQLite: its foreign keys cascade; PostgreSQL: deleted by the
+# statement, postgres/migrations.py's step 18).
+DELETE_RUN = Execute("delete_run")
+# A run and every run below it, with their rows, in one statement (runs.parent_id does not
+# cascade: a chain of cascades stopped at SQLite's 1,000 trigger levels; sqlite/migrations.py,
+# step 12).
 DELETE_SUBTREE = Execute("delete_subtree")
 SHRINK_RUN = Execute("shrink_run")
 ANCESTORS_CHILD_COUNTS = All("ancestors_child_counts", row=AncestorRow)

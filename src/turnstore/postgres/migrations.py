@@ -26,6 +26,10 @@ _SESSION_TOTALS = (
     "failure_count",
 )
 
+# The tables whose rows belong to a run (run_id), as step 18 keys them (a shipped step: never
+# edited).
+_RUN_ROWS_V18 = ("items", "tool_calls", "model_responses", "spans", "branch_names", "annotations")
+
 # Step 17's backfill: each session's totals computed from its rows, each through the
 # session's index entries (a correlated subquery: Citus runs it on the session's shard; also
 # what a bulk load that writes rows by SQL runs after, as bench/bench_catalogue.py does).
@@ -454,5 +458,22 @@ MIGRATIONS: list[list[str]] = [
         # The planner's statistics of the new columns now, not when autovacuum comes: a filter
         # on a failure is estimated from them (a few sessions, each probed by its index).
         "ANALYZE sessions",
+    ],
+    # 18: deleting runs costs no trigger per run. PostgreSQL checks a foreign key row by row:
+    # each deleted run fired one lookup for every key that names runs (its items, tool calls,
+    # model calls, spans, branch name, annotations, and its children's parent_id), about 7 s
+    # of a 100,000-run session's delete (bench/bench_deletes.py). Those rows now name their
+    # session instead and go with its sessions row (one set delete per table); a statement
+    # that deletes runs deletes their rows itself (sql.py, _delete_runs), and a run's parent
+    # is the library's to keep (a branch goes whole, core/history.py). Each new key checks
+    # its table once (an anti-join by session_id).
+    [
+        *(
+            f"""ALTER TABLE {table} DROP CONSTRAINT {table}_session_id_run_id_fkey,
+                ADD CONSTRAINT {table}_session_id_fkey FOREIGN KEY (session_id)
+                    REFERENCES sessions (session_id) ON DELETE CASCADE"""
+            for table in _RUN_ROWS_V18
+        ),
+        "ALTER TABLE runs DROP CONSTRAINT runs_session_id_parent_id_fkey",
     ],
 ]

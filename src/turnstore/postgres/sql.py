@@ -33,7 +33,7 @@ from ..core.tables import (
 from ..domain.model import FAILED
 from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
-__all__ = ["BYTES", "CAPABILITIES", "DIALECT", "SQL", "SYNTAX", "TS_CONFIG"]
+__all__ = ["BYTES", "CAPABILITIES", "DIALECT", "RUN_ROWS", "SQL", "SYNTAX", "TS_CONFIG"]
 
 CAPABILITIES = Capability.IDS_AHEAD | Capability.SEARCH_PROBE
 
@@ -93,6 +93,26 @@ WITH RECURSIVE below (id) AS (
         SELECT id FROM runs WHERE session_id = :sid AND parent_id = below.id OFFSET 0
     ) r
 )"""
+
+# The tables that hold a run's rows (each by session_id, run_id). Their foreign keys name the
+# session, not the run (migration 18: PostgreSQL checks a key row by row, seven lookups per
+# deleted run), so a statement that deletes runs deletes their rows too.
+RUN_ROWS = ("items", "tool_calls", "model_responses", "spans", "branch_names", "annotations")
+
+
+def _delete_runs() -> str:
+    """The runs of the CTE ``below (id)`` (of session :sid, each once) deleted with every row
+    they hold, in one statement: a set delete per table, each a join to ``below`` (``IN``
+    would hash it again to drop duplicates it cannot have). The tail of its ``WITH``."""
+    rows = "".join(
+        f",\ngone_{table} AS (DELETE FROM {table} USING below "
+        f"WHERE {table}.session_id = :sid AND {table}.run_id = below.id)"
+        for table in RUN_ROWS
+    )
+    return (
+        f"{rows}\nDELETE FROM runs USING below WHERE runs.session_id = :sid AND runs.id = below.id"
+    )
+
 
 # The run {of} names, with how many children it has.
 _RUN_CHILDREN = """
@@ -205,8 +225,8 @@ _OWN: dict[Statement, str] = {
             WHERE up.children = 1 AND up.id IS DISTINCT FROM :head::bigint
         )
         SELECT id, parent_id, children FROM up ORDER BY level""",
-    S.DELETE_SUBTREE: _BELOW
-    + " DELETE FROM runs WHERE session_id = :sid AND id IN (SELECT id FROM below)",
+    S.DELETE_SUBTREE: _BELOW + _delete_runs(),
+    S.DELETE_RUN: "WITH below (id) AS (SELECT CAST(:id AS bigint))" + _delete_runs(),
     S.IS_ANCESTOR: _path_up(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",

@@ -197,6 +197,7 @@ _OWN: dict[Statement, str] = {
         )
         SELECT id, parent_id, children FROM up ORDER BY level""",
     S.DELETE_SUBTREE: _BELOW + " DELETE FROM runs WHERE id IN (SELECT id FROM below)",
+    S.DELETE_RUN: "DELETE FROM runs WHERE session_id = :sid AND id = :id",
     S.IS_ANCESTOR: _path_up(up=_TREE, stop="WHERE r.depth >= :depth")
     + """
         SELECT 1 AS found FROM path WHERE id = :id""",
