@@ -5,6 +5,10 @@
 # The web viewer's browser tests drive Debian's chromium (installed here when missing and
 # running as root, as CI does); without it they skip, and under CI=true they fail.
 #
+# pytest runs the test files on every core (pytest-xdist: -n auto), each file's tests in one
+# worker (--dist loadfile), so that what a module builds once it builds once; each test's
+# database is its own (a tmp dir, a PostgreSQL schema of a random name, a free port).
+#
 # The suite runs against the newest release of every dependency pyproject.toml accepts; then
 # the tests that reach a dependency (the SDK, the CLI, the viewer, PostgreSQL) run once more
 # with the lowest release of every one (constraints/lowest.txt: each floor of pyproject.toml),
@@ -24,7 +28,8 @@ VENV=${VENV:-.venv}
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/mypy"
-"$VENV/bin/python" -m pytest "$@"
+PARALLEL=(-n auto --dist loadfile)
+"$VENV/bin/python" -m pytest "${PARALLEL[@]}" "$@"
 [ "${LOWEST:-1}" = 0 ] && exit 0
 LOWEST_VENV=${LOWEST_VENV:-.venv-lowest}
 [ -x "$LOWEST_VENV/bin/python" ] || python3 -m venv "$LOWEST_VENV"
@@ -38,7 +43,7 @@ echo "Again with the lowest release of every dependency (constraints/lowest.txt)
 echo
 # Not the multi-process stress tests (turnstore's locking, whatever the versions), nor the
 # browser or packaging tests (the newest releases suffice for what they check).
-exec "$LOWEST_VENV/bin/python" -m pytest "$@" -m "not slow and not browser and not packaging" \
+exec "$LOWEST_VENV/bin/python" -m pytest "${PARALLEL[@]}" "$@" -m "not slow and not browser and not packaging" \
     tests/test_e2e_runner.py tests/test_dropin.py tests/test_compaction.py tests/test_adopt.py \
     tests/test_cli.py tests/test_cli_safety.py tests/test_cli_scripting.py tests/test_web.py \
     tests/test_postgres.py tests/test_tracing.py

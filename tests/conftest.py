@@ -151,6 +151,13 @@ def cli_target(new_target: Callable[[], str]) -> str:
     return new_target()
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI prints as into a pipe (no width known) unless a test sets ``COLUMNS``: pytest-xdist
+    gives its workers the terminal's ``COLUMNS``, which would wrap their tables at 80."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_trace_export() -> None:
     """No test sends traces anywhere (and none warns that it cannot)."""
