@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,12 @@ async def sdk_view(path: Path) -> tuple[dict[str, list[Any]], dict[tuple[str, in
     """What the SDK's class reads from a copy of ``path``: each branch's items, and each
     (branch, turn)'s total tokens."""
     copy = path.with_name("sdk-copy.db")
-    shutil.copy(path, copy)
+    # The backup API, not a file copy: the store holds ``path`` open in WAL mode, and its main
+    # file alone is torn while a checkpoint is partway (the SDK read "malformed" under load).
+    with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    source.close()
+    target.close()
     sdk = AdvancedSQLiteSession(session_id="adv", db_path=copy)
     try:
         branches = [row["branch_id"] for row in await sdk.list_branches()]
