@@ -170,6 +170,8 @@ STORE_CALLS: dict[str, Call] = {
     "fork(run_id)": lambda s, r, v: s.fork("s", v, None),
     "fork(new_input)": lambda s, r, v: s.fork("s", r, v),
     "fork(expected_head)": lambda s, r, v: s.fork("s", r, "again", expected_head=v),
+    "fork(name)": lambda s, r, v: s.fork("s", r, "again", name=v),
+    "fork(take)": lambda s, r, v: s.fork("s", r, "again", name="fuzzed", take=v),
     "move_head(run_id)": lambda s, r, v: s.move_head("s", v, to_parent=False),
     "move_head(to_parent)": lambda s, r, v: s.move_head("s", r, to_parent=v),
     "branches(session_id)": lambda s, r, v: s.branches(v),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from builders import assistant, converse, head, path, user
+from builders import assistant, converse, head, path, snapshot, user
 from support import sql
 from turnstore import (
     InvalidOperationError,
@@ -15,6 +15,7 @@ from turnstore import (
     RunNotFoundError,
     Store,
     StructuredSession,
+    Turn,
 )
 
 
@@ -195,3 +196,44 @@ async def test_two_branches_with_the_same_last_message_are_told_apart(store: Sto
     branches = await session.branches()
     assert [b.last_user_message for b in branches] == ["What should I pack?"] * 2
     assert [(b.name, b.origin) for b in branches] == [("cold", None), ("warm", "regenerate")]
+
+
+async def test_a_fork_names_the_branch_it_starts_in_its_own_write(store: Store) -> None:
+    session = StructuredSession("s", store)
+    (r1, r2, r3), edited, _ = await forked(session)
+    await store.name_branch("s", r3, "main")
+    named = await store.fork("s", r2, "q2 named", name="named")
+    by_name = {b.name: b for b in await store.branches("s")}
+    assert (by_name["named"].fork_run_id, by_name["named"].leaf_run_id) == (named.id, named.id)
+    assert await head(store) == named.id
+    # A name another branch holds is refused, and nothing is written: no run, no name moved.
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match="already has a branch named 'main'"):
+        await store.fork("s", r2, "q2 again", name="main")
+    assert await snapshot(store) == before
+    # take moves it to the new branch; the one that held it stays, unnamed.
+    taken = await store.fork(
+        "s", Turn(2, "main"), "q2 again", branch="main", name="main", take=True
+    )
+    assert await head(store) == named.id  # a fork on a branch's course leaves the head
+    by_name = {b.name: b for b in await store.branches("s")}
+    assert by_name["main"].leaf_run_id == taken.id
+    assert r3 in {b.leaf_run_id for b in await store.branches("s") if b.name is None}
+    assert [run.id for run in await store.runs("s", branch="main")] == [r1, taken.id]
+    assert edited in {b.leaf_run_id for b in await store.branches("s")}
+
+
+@pytest.mark.parametrize(
+    ("name", "take"),
+    [("", False), (" padded", False), ("line\nbreak", False), ("a" * 201, False), (7, False),
+     (None, True), ("x", "yes"), ("x", 1)],
+)  # fmt: skip
+async def test_a_fork_s_bad_name_or_take_is_refused(
+    store: Store, name: object, take: object
+) -> None:
+    session = StructuredSession("s", store)
+    _, second = await converse(session, "q1", "q2")
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match=r"name|take"):
+        await store.fork("s", second, "again", name=name, take=take)  # type: ignore[arg-type]
+    assert await snapshot(store) == before

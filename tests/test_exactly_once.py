@@ -208,6 +208,23 @@ async def test_a_cut_edit_makes_one_run_and_returns_it(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_cut_pinned_edit_makes_one_run_holding_the_branch_s_name(
+    proxy: Any, pg_store: Store, fault: str
+) -> None:
+    # The sibling and the branch's name are one write: settled together by its key.
+    pinned = StructuredSession("s", pg_store, branch="main")
+    await pinned.add_items(TURNS)  # the session's first write names its branch
+    first, second = [run.id for run in await pg_store.runs("s")]
+    proxy.arm(fault)
+    edited = await _bounded(pinned.edit(second, "q2 again"))
+    assert proxy.fired == 1
+    assert [run.id for run in await pg_store.siblings("s", second)] == [second, edited.id]
+    assert [run.id for run in await pg_store.runs("s", branch="main")] == [first, edited.id]
+    assert [b.name for b in await pg_store.branches("s")] == [None, "main"]
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
 async def test_a_cut_rewind_reports_the_new_head(proxy: Any, pg_store: Store, fault: str) -> None:
     first, second = await _two_runs(pg_store)

@@ -7,6 +7,7 @@ every backend."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,19 @@ pytest.importorskip("agents")
 
 from agents.extensions.memory import AdvancedSQLiteSession
 
-from builders import assistant, run_items, user
+from builders import assistant, run_items, snapshot, user
 from catalogue import assert_kept
 from turnstore import (
     ConflictError,
     InvalidOperationError,
     NotFoundError,
+    StorageError,
     Store,
     StructuredSession,
     Turn,
 )
+from turnstore.core import history
+from turnstore.core import statements as S
 
 
 class Pair:
@@ -152,11 +156,11 @@ def _asked(items: list[Any]) -> list[str]:
     return [item["content"] for item in items if item.get("role") == "user"]
 
 
-async def _names(store: Store) -> dict[str | None, list[str]]:
+async def _names(store: Store, session_id: str = "s") -> dict[str | None, list[str]]:
     """Each branch's user messages, by its name."""
     found = {}
-    for branch in await store.branches("s"):
-        runs = await store.runs("s", branch=branch.leaf_run_id)
+    for branch in await store.branches(session_id):
+        runs = await store.runs(session_id, branch=branch.leaf_run_id)
         found[branch.name] = [run.user_message or "" for run in runs]
     return found
 
@@ -412,3 +416,74 @@ async def test_a_pinned_write_cancelled_after_a_rewind(
     await pinned.add_items(run_items("q4"))
     assert _asked(await pinned.get_items()) == ["q1", "q2", "q3 again", "q4"]
     assert await _names(store) == {"main": ["q1", "q2", "q3 again", "q4"], None: ["q1", "q2", "q3"]}
+
+
+# -- an edit and its branch's name are one write ---------------------------------------------
+
+
+async def test_a_pinned_edit_whose_name_is_refused_writes_nothing(store: Store) -> None:
+    # create_branch_from_turn's name is taken by another writer before the edit that starts
+    # the branch: the edit is refused whole (no sibling nobody names), the object unmoved.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await pinned.add_items(run_items(tag))
+    await pinned.create_branch_from_turn(3, "alt")
+    await store.name_branch("s", (await store.fork("s", Turn(2), "elsewhere")).id, "alt")
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match="already has a branch named 'alt'"):
+        await pinned.edit(Turn(2), "q2 edited")
+    assert await snapshot(store) == before
+    assert pinned.branch == "main"
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]  # still where it branched
+
+
+async def test_a_pinned_edit_whose_naming_statement_fails_writes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fault in the naming statement, after the fork's own statements: the name inserted
+    # without its check, which the database refuses (UNIQUE (session_id, name)). The whole
+    # write rolls back: no new run, the old course still named, the object where it was.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2"):
+        await pinned.add_items(run_items(tag))
+
+    def unchecked(session_id: str, fork: int, name: str, *, take: bool = False) -> Any:
+        yield S.NAME_BRANCH({"sid": session_id, "id": fork, "name": name})
+
+    monkeypatch.setattr(history, "name_new_branch", unchecked)
+    before = await snapshot(store)
+    with pytest.raises(StorageError):
+        await pinned.edit(Turn(2), "q2 edited")
+    assert await snapshot(store) == before
+    assert await _names(store) == {"main": ["q1", "q2"]}
+    monkeypatch.undo()
+    await pinned.edit(Turn(2), "q2 edited")  # the same edit, whole this time
+    assert await _names(store) == {"main": ["q1", "q2 edited"], None: ["q1", "q2"]}
+
+
+async def test_a_pinned_edit_cancelled_anywhere_stores_both_or_neither(store: Store) -> None:
+    # A cancellation at each step of the event loop in turn, from before the edit starts on:
+    # the sibling is stored with the branch's name and the object follows it,
+    # or nothing is stored and the object stays; its next write continues whichever it is.
+    outcomes = set()
+    for step in range(40):
+        sid = f"s{step}"
+        pinned = StructuredSession(sid, store, branch="main")
+        for tag in ("q1", "q2"):
+            await pinned.add_items(run_items(tag))
+        editing = asyncio.ensure_future(pinned.edit(Turn(2), "q2 edited"))
+        for _ in range(step):
+            await asyncio.sleep(0)
+        editing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # none once the edit has ended
+            await editing
+        names = await _names(store, sid)
+        edited = names != {"main": ["q1", "q2"]}
+        if edited:
+            assert names == {"main": ["q1", "q2 edited"], None: ["q1", "q2"]}
+        outcomes.add(edited)
+        course = ["q1", "q2 edited"] if edited else ["q1", "q2"]
+        assert _asked(await pinned.get_items()) == course
+        await pinned.add_items(run_items("q3"))
+        assert (await _names(store, sid))["main"] == [*course, "q3"]
+    assert outcomes == {False, True}  # both ends were reached

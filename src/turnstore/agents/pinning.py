@@ -72,22 +72,23 @@ class PinningMixin(BranchingMixin):
         expected_head: ExpectedHead,
     ) -> Run:
         """``edit`` or ``regenerate`` on a pinned object: a sibling on its course, which takes
-        its branch's name; the head stays."""
+        its branch's name (or its pending branch's) in the fork's own transaction; the head
+        stays."""
         end = self._pinned_end()
         if end is None:
             raise RunNotFoundError(f"branch {pinned!r} has no runs yet")
+        pending = self._pending_branch
+        name, take = (pinned, True) if pending is None else (pending.name, pending.take)
         run = await store.fork(
             self.session_id,
             self._along(run_id, end),
             new_input,
             expected_head=expected_head,
             branch=end,
+            name=name,
+            take=take,
         )
-        # A second write, as create_branch_from_turn's name (a crash before it leaves the new
-        # run unnamed and this object where it was; a cancellation waits for it: _fork).
-        pin = self._moved_pin(pinned, run.id)
-        await store.name_branch(self.session_id, run.id, pin.name, take=pin.take)
-        self._branch, self._pending_branch = pin.name, None  # it follows the branch it made
+        self._branch, self._pending_branch = name, None  # it follows the branch it made
         return run
 
     async def _move_pin(
@@ -135,8 +136,8 @@ class PinningMixin(BranchingMixin):
         store = await self._ready()
         if self._branch is None:
             return await store.fork(self.session_id, run_id, new_input, expected_head=expected_head)
-        # Its two writes end together: a cancellation that arrives during the fork is held
-        # until the new run holds the name, as one write holds it (finish_write).
+        # A cancellation that arrives during the fork (stored once it comes out: finish_write)
+        # is held until this object follows the branch the fork named.
         return await finish_write(
             self._pinned_fork(store, self._branch, run_id, new_input, expected_head)
         )

@@ -33,6 +33,7 @@ __all__ = [
     "branches",
     "hand_over_name",
     "name_branch",
+    "name_new_branch",
 ]
 
 
@@ -161,18 +162,36 @@ def name_branch(
     run = yield from find_run(session_id, run_id)
     tree = yield from branch_tree(session_id)
     fork = tree.fork_of[run.id]
-    holder = next((held for held, found in tree.names.items() if found == name), None)
+    yield from _set_name(session_id, fork, name, tree.names, take=take)
+    return (yield from branch(session_id, fork))
+
+
+def name_new_branch(session_id: str, fork: int, name: str, *, take: bool = False) -> Op[None]:
+    """Name ``name`` the branch a write has just started at run ``fork``, in that write's
+    transaction (the session locked), by ``name_branch``'s rule and without reading the tree:
+    a new run that is a root or a younger child is its branch's fork run."""
+    rows: list[R.BranchNameRow] = yield S.BRANCH_NAMES({"sid": session_id})
+    names = {row.run_id: row.name for row in rows}
+    yield from _set_name(session_id, fork, name, names, take=take)
+
+
+def _set_name(
+    session_id: str, fork: int, name: str | None, names: dict[int, str], *, take: bool
+) -> Op[None]:
+    """The naming rule: ``name`` is unique in its session; another branch's is refused, or
+    with ``take`` moves from that branch (``names``: fork run → name) to ``fork``'s."""
+    holder = next((held for held, found in names.items() if found == name), None)
     if holder is not None and holder != fork:
         if not take:
             raise InvalidOperationError(
                 f"session {session_id!r} already has a branch named {name!r}: rename or "
-                "unname that one first"
+                "unname that one first (nothing was changed)"
             )
         yield S.UNNAME_BRANCH({"sid": session_id, "id": holder})
-    yield S.UNNAME_BRANCH({"sid": session_id, "id": fork})
+    if fork in names:
+        yield S.UNNAME_BRANCH({"sid": session_id, "id": fork})
     if name is not None:
         yield S.NAME_BRANCH({"sid": session_id, "id": fork, "name": name})
-    return (yield from branch(session_id, fork))
 
 
 def hand_over_name(session_id: str, top: int, parent_id: int | None) -> Op[None]:

@@ -18,7 +18,7 @@ from . import results as R
 from . import statements as S
 from .adoption import supersede
 from .append import apply_append, parent_head
-from .branches import BranchTree, branch_tree, hand_over_name
+from .branches import BranchTree, branch_tree, hand_over_name, name_new_branch
 from .codec import decode_items, prepare_items
 from .lock import Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
@@ -181,11 +181,16 @@ def fork(
     now: Any,
     expected_head: ExpectedHead = ANY_HEAD,
     at: BranchRef | None = None,
+    name: str | None = None,
+    *,
+    take: bool = False,
 ) -> Op[Run]:
     """Start a sibling of ``run_id`` with its user message, or with that message edited; it
     becomes the head. ``at`` (a branch name, or a run id) forks on that branch's course
     instead: ``run_id`` must lie on it, ``expected_head`` is checked against its end, and the
-    head stays where it is (a pinned session's edit)."""
+    head stays where it is (a pinned session's edit). ``name`` names the branch the new run
+    starts, in this transaction (``take``: taken from the branch that holds it); a name
+    refused leaves nothing written."""
     head = yield from _lock_expected(session_id, now, ANY_HEAD if at is not None else expected_head)
     run = yield from find_run(session_id, run_id)
     if at is not None:
@@ -214,6 +219,8 @@ def fork(
     tally = Tally()
     new_id = yield from apply_append(session_id, parent, batch, {}, now, None, tally)
     yield from set_head(session_id, new_id if at is None else head.id, now, tally)
+    if name is not None:  # a younger sibling, or a root: the fork run of its own branch
+        yield from name_new_branch(session_id, new_id, name, take=take)
     return (yield from find_run(session_id, new_id))
 
 

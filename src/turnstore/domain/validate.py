@@ -167,6 +167,14 @@ def branch_name(value: Any) -> str:
     return label_text(value, "a branch name", MAX_BRANCH_NAME)
 
 
+def new_branch_name(name: Any, take: Any) -> tuple[str | None, bool]:
+    """``name`` (a branch name, or None) and ``take`` of a write naming the branch it starts
+    (``Store.fork(name=, take=)``): ``take`` moves a name, so it needs one."""
+    if flag(take, "take") and name is None:
+        raise InvalidOperationError("take=True moves a name to the new branch: pass name=")
+    return (None if name is None else branch_name(name)), take
+
+
 def label_text(value: Any, what: str, limit: int) -> str:
     """``value`` if it is a label (a branch or annotation name): text (see ``text``) of 1 to
     ``limit`` characters without control characters or surrounding whitespace."""

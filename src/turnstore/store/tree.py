@@ -45,6 +45,8 @@ class TreeMixin(StoreBase):
         *,
         expected_head: ExpectedHead = ANY_HEAD,
         branch: BranchRef | None = None,
+        name: str | None = None,
+        take: bool = False,
         operation_id: str | None = None,
     ) -> Run:
         """A new sibling of ``run_id`` with its user message (a regenerate) or ``new_input`` (an
@@ -54,10 +56,16 @@ class TreeMixin(StoreBase):
         ``branch`` (a name, or a run id: the path to it) forks on that branch's course, as a
         ``StructuredSession(branch=)`` does: ``run_id`` must lie on it (else
         ``InvalidOperationError``), ``expected_head`` is checked against the branch's end, and
-        the head stays where it is. The new run starts a branch of its own, unnamed."""
+        the head stays where it is. The new run starts a branch of its own: unnamed, or
+        called ``name``, named in the fork's own transaction as ``name_branch`` would name it
+        (a name another branch holds is refused, or with ``take`` moves to the new branch,
+        that one left unnamed; ``take`` needs ``name``). A refused name writes nothing: the
+        fork and its name are stored together or not at all, as a pinned session's
+        ``edit`` needs (its branch's name goes with the edit)."""
         sid = validate.key(session_id, "session_id")
         ref = run_ref(run_id)
         at = None if branch is None else branch_ref(branch)
+        name, take = validate.new_branch_name(name, take)
         expected_head = expected_head_arg(expected_head)
         if isinstance(new_input, str):
             validate.text(new_input, "new input")
@@ -69,7 +77,11 @@ class TreeMixin(StoreBase):
         return await self._write(
             sid,
             lambda: turns.at(
-                sid, ref, lambda rid: history.fork(sid, rid, new_input, now, expected_head, at)
+                sid,
+                ref,
+                lambda rid: history.fork(
+                    sid, rid, new_input, now, expected_head, at, name, take=take
+                ),
             ),
             operation_id,
             lambda run: run.id,  # a repeat returns the run as it is then
