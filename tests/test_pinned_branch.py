@@ -487,3 +487,70 @@ async def test_a_pinned_edit_cancelled_anywhere_stores_both_or_neither(store: St
         await pinned.add_items(run_items("q3"))
         assert (await _names(store, sid))["main"] == [*course, "q3"]
     assert outcomes == {False, True}  # both ends were reached
+
+
+# -- a move back to a run that another writer deleted ------------------------------------------
+
+
+async def _rewound_then_deleted(store: Store) -> StructuredSession:
+    """An object pinned to main (q1 to q4) rewound to turn 4, its next write to go below q3;
+    then another writer deletes q3 and q4 while the head stands on q2: main stays, ending at
+    q2 (the head above the deleted runs keeps its path, and the name with it)."""
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3", "q4"):
+        await pinned.add_items(run_items(tag))
+    runs = await store.runs("s")
+    await pinned.rewind(Turn(4))
+    await store.move_head("s", runs[1].id, to_parent=False)
+    await store.delete_branch("s", runs[2].id)
+    assert await _names(store) == {"main": ["q1", "q2"]}
+    return pinned
+
+
+CALLS_AT_THE_END = {
+    "get_items": lambda pinned: pinned.get_items(),
+    "add_items": lambda pinned: pinned.add_items(run_items("q3 again")),
+    "edit": lambda pinned: pinned.edit(Turn(2), "q2 edited"),
+    "regenerate": lambda pinned: pinned.regenerate(Turn(2)),
+    "rewind": lambda pinned: pinned.rewind(Turn(2)),
+    "checkout": lambda pinned: pinned.checkout(Turn(1)),
+    "annotate": lambda pinned: pinned.annotate("thumbs", value=1),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS_AT_THE_END))
+async def test_a_move_back_to_a_deleted_run_fails_once_and_says_so(store: Store, call: str) -> None:
+    # The object's next call says the run it moved back to is gone and does nothing; the
+    # move is dropped, so the calls after it act on the branch as it is now, rather than
+    # failing with "no run N" until switch_to_branch.
+    pinned = await _rewound_then_deleted(store)
+    before = await snapshot(store)
+    with pytest.raises(NotFoundError, match="was deleted by another writer"):
+        await CALLS_AT_THE_END[call](pinned)
+    assert await snapshot(store) == before
+    assert pinned.branch == "main"
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]
+    await pinned.add_items(run_items("q3 again"))
+    assert await _names(store) == {"main": ["q1", "q2", "q3 again"]}
+
+
+async def test_a_new_branch_below_a_deleted_run_fails_once_then_the_branch_s_own_error(
+    store: Store,
+) -> None:
+    # create_branch_from_turn's run and the pinned branch both deleted: the first call says
+    # which run went and which branch it was to start, the next that the branch is gone (as
+    # for any pinned object whose branch another writer deleted), and switch_to_branch
+    # moves the object on.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await pinned.add_items(run_items(tag))
+    await store.fork("s", Turn(2), "q2 side", name="side")
+    await pinned.create_branch_from_turn(3, "alt")
+    await store.delete_branch("s", "main", force=True)
+    with pytest.raises(NotFoundError, match=r"branch 'alt'.*was deleted by another writer"):
+        await pinned.add_items(run_items("q3 again"))
+    with pytest.raises(NotFoundError, match="no branch named 'main'"):
+        await pinned.add_items(run_items("q3 again"))
+    await pinned.switch_to_branch("side")
+    await pinned.add_items(run_items("q3 side"))
+    assert await _names(store) == {"side": ["q1", "q2 side", "q3 side"]}

@@ -4,7 +4,8 @@ pinned view")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ..core.history import ANY_HEAD, ExpectedHead
@@ -44,6 +45,35 @@ class PinningMixin(BranchingMixin):
             return PendingBranch(pending.name, parent_id, pending.take)
         return PendingBranch(pinned, parent_id, take=True)
 
+    @asynccontextmanager
+    async def _at_end(self, store: Store, at_end: bool = True) -> AsyncIterator[None]:
+        """Around a call at ``_pinned_end()`` (``at_end``; False: one given its own place,
+        whose errors pass through): when it finds no run there because another writer deleted
+        the run this object's branch was moved back to, a ``RunNotFoundError`` that says so,
+        and the move is dropped (the object is on its branch as it is now), rather than "no
+        run N" at every call until ``switch_to_branch``."""
+        moved = self._pending_branch
+        try:
+            yield
+        except RunNotFoundError:
+            if (
+                not at_end
+                or self._branch is None
+                or moved is None
+                or moved.parent_id is None
+                or self._pending_branch is not moved
+                or await _exists(store, moved.parent_id)
+            ):
+                raise
+            self._pending_branch = None
+            raise RunNotFoundError(
+                f"run {moved.parent_id} of session {self.session_id!r}, below which this "
+                f"object's next write was to continue branch {moved.name!r} (rewind, checkout "
+                "or create_branch_from_turn), was deleted by another writer: nothing was done, "
+                f"and that move is dropped; this object is on branch {self._branch!r} as it "
+                "is now (switch_to_branch moves it to another)"
+            ) from None
+
     def _along(self, run_id: RunRef, end: BranchRef) -> RunRef:
         """``run_id``, a ``Turn`` without a branch counted along this object's course."""
         if isinstance(run_id, Turn) and run_id.branch is None:
@@ -54,7 +84,8 @@ class PinningMixin(BranchingMixin):
         """A pinned object's course (the runs of its path, root first), its end checked
         against ``expected_head`` as the head is on an object without ``branch=``."""
         end = self._pinned_end()
-        course = [] if end is None else await store.runs(self.session_id, branch=end)
+        async with self._at_end(store):
+            course = [] if end is None else await store.runs(self.session_id, branch=end)
         found = course[-1].id if course else None
         if expected_head is not ANY_HEAD and found != expected_head:
             raise ConflictError(
@@ -79,15 +110,16 @@ class PinningMixin(BranchingMixin):
             raise RunNotFoundError(f"branch {pinned!r} has no runs yet")
         pending = self._pending_branch
         name, take = (pinned, True) if pending is None else (pending.name, pending.take)
-        run = await store.fork(
-            self.session_id,
-            self._along(run_id, end),
-            new_input,
-            expected_head=expected_head,
-            branch=end,
-            name=name,
-            take=take,
-        )
+        async with self._at_end(store):
+            run = await store.fork(
+                self.session_id,
+                self._along(run_id, end),
+                new_input,
+                expected_head=expected_head,
+                branch=end,
+                name=name,
+                take=take,
+            )
         self._branch, self._pending_branch = name, None  # it follows the branch it made
         return run
 
@@ -157,3 +189,11 @@ class PinningMixin(BranchingMixin):
             course = await store.runs(self.session_id, branch=end)
             return course[-1].id if course else None
         return end
+
+
+async def _exists(store: Store, run_id: int) -> bool:
+    try:
+        await store.run(run_id)
+    except RunNotFoundError:
+        return False
+    return True

@@ -272,9 +272,9 @@ class StructuredSession(PinningMixin):
             limit = options.settings_limit(self.session_settings)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit < 0:
             limit = None
-        if branch is None:
-            branch = self._pinned_end()
-        return await store.get_items(self.session_id, limit, branch=branch)
+        async with self._at_end(store, branch is None):
+            end = self._pinned_end() if branch is None else branch
+            return await store.get_items(self.session_id, limit, branch=end)
 
     @_write
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
@@ -312,7 +312,8 @@ class StructuredSession(PinningMixin):
             )
         )
         try:
-            run_id = await finish_write(write)
+            async with self._at_end(store):
+                run_id = await finish_write(write)
         except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
             self._written(info)
             if not write.cancelled():  # the branch it started still takes its pending name
@@ -571,19 +572,18 @@ class StructuredSession(PinningMixin):
         session, not the run. ``source`` is ``"user"`` by default here (the conversation's
         user); see ``Store.annotate``. ``RunNotFoundError`` when the session has no run yet."""
         store = await self._ready()
-        if run_id is None:
-            run_id = await self._pinned_run(store)
-        return await store.annotate(
-            run_id,
-            name,
-            value=value,
-            label=label,
-            comment=comment,
-            source=source,
-            author=author,
-            tool_call_id=tool_call_id,
-            session_id=self.session_id,
-        )
+        async with self._at_end(store, run_id is None):
+            return await store.annotate(
+                await self._pinned_run(store) if run_id is None else run_id,
+                name,
+                value=value,
+                label=label,
+                comment=comment,
+                source=source,
+                author=author,
+                tool_call_id=tool_call_id,
+                session_id=self.session_id,
+            )
 
     @_write
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
