@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import assistant, history, user
+from chains import build_chain
 from support import sql
 from turnstore import Store
 from turnstore.core import statements as S
@@ -44,27 +45,43 @@ async def walked(store: Store, sid: str, leaf: int | None = None) -> list[Any]:
     return [item for items in reversed(path) for item in items]
 
 
-async def arm(store: Store, sid: str, leaf: int | None = None) -> str | None:
-    """Which arm of PostgreSQL's full read ran (``LINE`` or ``WALK``), from its plan as run;
-    None on SQLite, which always walks."""
+async def plan(store: Store, sid: str, leaf: int | None = None) -> dict[str, Any] | None:
+    """PostgreSQL's full read as run (EXPLAIN ANALYZE); None on SQLite, which always walks."""
     if store.backend.dialect == "sqlite":
         return None
     from turnstore.postgres.sql import SQL
 
     statement = S.PATH_ITEMS if leaf is None else S.PATH_ITEMS_AT
-    [(plan,)] = await sql(
+    [(found,)] = await sql(
         store, "EXPLAIN (ANALYZE, FORMAT JSON) " + SQL[statement], sid=sid, leaf=leaf
     )
+    return dict(found[0]["Plan"])
 
-    def loops(node: dict[str, Any], name: str) -> int | None:
-        if node.get("Subplan Name") == name:
-            return int(node["Actual Loops"])
-        found = (loops(child, name) for child in node.get("Plans", []))
-        return next((n for n in found if n is not None), None)
 
-    walk_loops = loops(plan[0]["Plan"], "CTE path")
-    assert walk_loops is not None
-    return WALK if walk_loops else LINE
+def find(node: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
+    """The first node of ``node``'s plan whose ``key`` is ``value`` (``"Subplan Name"``,
+    ``"CTE path"``)."""
+    if node.get(key) == value:
+        return node
+    found = (find(child, key, value) for child in node.get("Plans", []))
+    return next((n for n in found if n is not None), None)
+
+
+async def arm(store: Store, sid: str, leaf: int | None = None) -> str | None:
+    """Which arm of PostgreSQL's full read ran (``LINE`` or ``WALK``), from its plan as run;
+    None on SQLite."""
+    found = await plan(store, sid, leaf)
+    if found is None:
+        return None
+    walk = find(found, "Subplan Name", "CTE path")
+    assert walk is not None
+    return WALK if walk["Actual Loops"] else LINE
+
+
+def runs_read(node: dict[str, Any]) -> int:
+    """How many rows of ``runs`` the plan ``node`` read."""
+    own = node["Actual Rows"] * node["Actual Loops"] if node.get("Relation Name") == "runs" else 0
+    return int(own) + sum(runs_read(child) for child in node.get("Plans", []))
 
 
 async def check(store: Store, sid: str, expected: str, leaf: int | None = None) -> list[Any]:
@@ -166,6 +183,28 @@ async def test_a_compaction_is_walked(store: Store) -> None:
     assert await check(store, "s", WALK) == [summary]
     await turns(store, "s", "q3")
     assert await check(store, "s", WALK) == [summary, *history("q3")]
+
+
+async def test_a_compacted_sessions_check_reads_only_the_runs_since_its_compaction(
+    store: Store,
+) -> None:
+    """A compaction leaves the session's runs in a line of the tree (it is the head's child):
+    the check that the path is a line reads the newest runs first and stops at the
+    compaction, so a long session the SDK compacts is not read whole at every turn."""
+    await build_chain(store, "s", 40)
+    summary = {"type": "compaction", "encrypted_content": "x"}
+    assert await store.compact("s", [summary])
+    await turns(store, "s", "q1", "q2")
+    assert await check(store, "s", WALK) == [summary, *history("q1", "q2")]
+    found = await plan(store, "s")
+    if found is not None:
+        line = find(found, "Subplan Name", "CTE line")
+        assert line is not None
+        window = find(line, "Node Type", "WindowAgg")  # the check, past the head's row
+        assert window is not None
+        # The two runs since the compaction, the compaction, and the run below it, which
+        # the compaction's step up is compared with.
+        assert runs_read(window) <= 4
 
 
 async def test_a_side_branch_deleted_by_hand_is_walked_until_recounted(store: Store) -> None:
