@@ -8,30 +8,27 @@ import functools
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ..core.history import ANY_HEAD, ExpectedHead
 from ..core.ops import finish_write
 from ..domain import validate
 from ..domain.model import (
-    DETAIL_FIELDS,
-    TOKEN_FIELDS,
     Annotation,
     AnnotationSource,
     Branch,
     Run,
     SessionInfo,
     SessionPatch,
-    Usage,
 )
-from ..domain.tokens import usage_sum, usage_with
+from ..domain.tokens import usage_sum
 from ..domain.turns import BranchRef, RunRef
 from ..errors import ClosedError, InvalidOperationError
 from ..importers import adopt
 from ..store import Store, session_patch, shared
 from ..tracing import binding
 from . import options
+from .calls import accrued, call_of
 from .pinning import PinningMixin
 from .usage import usage_of
 
@@ -44,54 +41,6 @@ __all__ = ["StructuredSession"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-@dataclass(slots=True)
-class _Call:
-    """What one Runner call has written to one session: its run and the usage counted."""
-
-    counted: Usage
-    run_id: int | None = None
-
-
-# The attribute of the SDK's RunContextWrapper that holds, per session id, the ``_Call`` of
-# the Runner call it belongs to: the SDK passes one wrapper to every read and write of a call.
-_CALLS = "_turnstore_calls"
-
-
-def _call_of(wrapper: Any, session_id: str, *, reading: bool) -> _Call | None:
-    """The ``_Call`` of ``wrapper`` (None: no wrapper, or one that cannot carry it)."""
-    if wrapper is None:
-        return None
-    calls = getattr(wrapper, _CALLS, None)
-    if not isinstance(calls, dict):
-        calls = {}
-        try:
-            setattr(wrapper, _CALLS, calls)
-        except (AttributeError, TypeError):
-            return None
-    call: _Call | None = calls.get(session_id)
-    if call is None:
-        # A Runner call reads the history before its first model request, so the usage its
-        # wrapper carries then is not its own: it resumes an interrupted call (a RunState,
-        # possibly from another process) whose writes counted that usage already.
-        baseline = usage_of(wrapper) if reading else None
-        call = calls[session_id] = _Call(baseline or Usage())
-    return call
-
-
-def _since(usage: Usage, counted: Usage) -> Usage:
-    """The usage accrued since ``counted``; all of it when the wrapper's count went back."""
-    counts = [getattr(usage, name) - getattr(counted, name) for name in TOKEN_FIELDS]
-    inputs, outputs = (
-        {key: n - getattr(counted, name).get(key, 0) for key, n in getattr(usage, name).items()}
-        for name in DETAIL_FIELDS
-    )
-    if min([*counts, *inputs.values(), *outputs.values()]) < 0:
-        return usage
-    return usage_with(
-        counts, {k: n for k, n in inputs.items() if n}, {k: n for k, n in outputs.items() if n}
-    )
 
 
 def _sdk_snapshot_type() -> Any:
@@ -266,7 +215,7 @@ class StructuredSession(PinningMixin):
         with ``SQLiteSession``, 0 returns nothing and a negative limit everything.
         """
         store = await self._ready()
-        _call_of(wrapper, self.session_id, reading=True)
+        call_of(wrapper, self.session_id, reading=True)
         binding.bind(store, self.session_id, fresh=True)  # a Runner call starts here
         if limit is None:
             limit = options.settings_limit(self.session_settings)
@@ -289,10 +238,10 @@ class StructuredSession(PinningMixin):
         constructor's catalogue fields on the first write, are written in the same transaction.
         """
         store = await self._ready()
-        call = _call_of(wrapper, self.session_id, reading=False)
+        call = call_of(wrapper, self.session_id, reading=False)
         binding.bind(store, self.session_id, fresh=False)
         usage = usage_of(wrapper)
-        delta = usage if usage is None or call is None else _since(usage, call.counted)
+        delta = usage if usage is None or call is None else accrued(usage, call.counted)
         end = self._pinned_end()
         telemetry = self._recorder.drain() if self._recorder is not None else None
         if delta is None and telemetry is not None and telemetry.responses:
