@@ -157,6 +157,11 @@ STORE_CALLS: dict[str, Call] = {
     "add_items(info)": lambda s, r, v: s.add_items("s", [assistant("i")], info=v),
     "add_items(telemetry)": lambda s, r, v: s.add_items("s", [assistant("t")], telemetry=v),
     "add_items(operation_id)": lambda s, r, v: s.add_items("s", [user("k")], operation_id=v),
+    "add_items(name)": lambda s, r, v: s.add_items("s", [user("n")], name=v),
+    "add_items(take)": lambda s, r, v: s.add_items("s", [user("n")], name="fuzzed", take=v),
+    "add_items(name_below)": lambda s, r, v: s.add_items(
+        "s", [user("n")], name="fuzzed", name_below=v
+    ),
     "get_items(session_id)": lambda s, r, v: s.get_items(v),
     "get_items(limit)": lambda s, r, v: s.get_items("s", v),
     "pop_item(session_id)": lambda s, r, v: s.pop_item(v),

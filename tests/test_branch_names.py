@@ -10,12 +10,14 @@ import pytest
 from builders import assistant, converse, head, path, snapshot, user
 from support import sql
 from turnstore import (
+    ANY_HEAD,
     InvalidOperationError,
     NotFoundError,
     RunNotFoundError,
     Store,
     StructuredSession,
     Turn,
+    Usage,
 )
 
 
@@ -236,4 +238,97 @@ async def test_a_fork_s_bad_name_or_take_is_refused(
     before = await snapshot(store)
     with pytest.raises(InvalidOperationError, match=r"name|take"):
         await store.fork("s", second, "again", name=name, take=take)  # type: ignore[arg-type]
+    assert await snapshot(store) == before
+
+
+async def _branch_names(store: Store) -> dict[str | None, list[str | None]]:
+    """Each branch's user messages, by its name (one unnamed branch at most in these tests)."""
+    return {
+        b.name: [run.user_message for run in await store.runs("s", branch=b.leaf_run_id)]
+        for b in await store.branches("s")
+    }
+
+
+async def test_a_batch_names_the_branch_it_starts_in_its_own_write(store: Store) -> None:
+    session = StructuredSession("s", store)
+    _, r2, r3 = await converse(session, "q1", "q2", "q3")
+    await store.name_branch("s", r3, "main")
+    await store.move_head("s", r3, to_parent=True)  # below r2, which has a child: a branch
+    named = await store.add_items("s", [user("q3 named")], name="named", name_below=r2)
+    assert await _branch_names(store) == {
+        "main": ["q1", "q2", "q3"],
+        "named": ["q1", "q2", "q3 named"],
+    }
+    assert await head(store) == named
+    # A name another branch holds is refused, and nothing is written: no run, no name moved.
+    await store.move_head("s", named, to_parent=True)
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match="already has a branch named 'main'"):
+        await store.add_items("s", [user("q3 again")], name="main", name_below=r2)
+    assert await snapshot(store) == before
+    # take moves it; the branch that held it stays, unnamed. Later runs of the batch (a
+    # second user message) continue the branch its first run starts.
+    taken = await store.add_items(
+        "s", [user("q3 taken"), user("q4 taken")], name="main", take=True, name_below=r2
+    )
+    assert await _branch_names(store) == {
+        "main": ["q1", "q2", "q3 taken", "q4 taken"],
+        "named": ["q1", "q2", "q3 named"],
+        None: ["q1", "q2", "q3"],
+    }
+    assert await head(store) == taken
+    # A batch written below another run than name_below (another writer moved the head
+    # since the name was chosen) is stored unnamed; ANY_HEAD (no name_below) names it anyway.
+    await store.move_head("s", r2, to_parent=True)
+    elsewhere = await store.add_items("s", [user("q2 elsewhere")], name="late", name_below=r2)
+    assert [b.name for b in await store.branches("s") if b.leaf_run_id == elsewhere] == [None]
+    await store.move_head("s", elsewhere, to_parent=True)
+    anywhere = await store.add_items("s", [user("q2 anywhere")], name="anywhere")
+    assert [b.name for b in await store.branches("s") if b.leaf_run_id == anywhere] == ["anywhere"]
+    # A first child continues its parent's branch, which takes the name (as name_branch).
+    grown = await store.add_items("s", [user("q3 grown")], name="grown", name_below=anywhere)
+    assert [b.name for b in await store.branches("s") if b.leaf_run_id == grown] == ["grown"]
+    assert "anywhere" not in {b.name for b in await store.branches("s")}
+
+
+async def test_a_batch_that_starts_no_run_is_refused_its_name(store: Store) -> None:
+    session = StructuredSession("s", store)
+    _, second = await converse(session, "q1", "q2")
+    before = await snapshot(store)
+    # Items that join the run they are written at (a leaf's answer) start no branch.
+    with pytest.raises(InvalidOperationError, match="starts no run"):
+        await store.add_items("s", [assistant("more")], name="x", name_below=second)
+    with pytest.raises(InvalidOperationError, match="starts no run"):
+        await store.add_items("s", [assistant("more")], name="x", take=True)
+    with pytest.raises(InvalidOperationError, match="no items starts no run"):
+        await store.add_items("s", [], Usage(requests=1, total_tokens=3), name="x")
+    # A session's first write at a branch name starts that branch, named so already.
+    with pytest.raises(InvalidOperationError, match="starts branch 'main'"):
+        await store.add_items("new", [user("q1")], branch="main", name="x")
+    assert await snapshot(store) == before
+    # Items written below another run than name_below start no run there: no name refused.
+    await store.add_items("s", [assistant("more")], name="x", name_below=second + 1)
+    assert [b.name for b in await store.branches("s")] == [None]
+
+
+@pytest.mark.parametrize(
+    ("name", "take", "below"),
+    [("", False, ANY_HEAD), (" padded", False, ANY_HEAD), ("a" * 201, False, ANY_HEAD),
+     (7, False, ANY_HEAD), (None, True, ANY_HEAD), ("x", "yes", ANY_HEAD), ("x", 1, ANY_HEAD),
+     (None, False, 1), ("x", False, "1"), ("x", False, True), ("x", False, 1.0)],
+)  # fmt: skip
+async def test_a_batch_s_bad_name_take_or_name_below_is_refused(
+    store: Store, name: object, take: object, below: object
+) -> None:
+    session = StructuredSession("s", store)
+    await converse(session, "q1")
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match=r"name|take"):
+        await store.add_items(
+            "s",
+            [user("q2")],
+            name=name,  # type: ignore[arg-type]
+            take=take,  # type: ignore[arg-type]
+            name_below=below,  # type: ignore[arg-type]
+        )
     assert await snapshot(store) == before

@@ -225,6 +225,26 @@ async def test_a_cut_pinned_edit_makes_one_run_holding_the_branch_s_name(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_cut_write_after_branching_makes_one_run_holding_the_new_name(
+    proxy: Any, pg_store: Store, fault: str
+) -> None:
+    # create_branch_from_turn's question and the branch's name are one write, settled together
+    # by its key: one run, named, the object on it.
+    pinned = StructuredSession("s", pg_store, branch="main")
+    await pinned.add_items(TURNS)
+    first, second = [run.id for run in await pg_store.runs("s")]
+    await pinned.create_branch_from_turn(2, "alt")
+    proxy.arm(fault)
+    await _bounded(pinned.add_items([user("q2 again")]))
+    assert proxy.fired == 1
+    (_, again) = [run.id for run in await pg_store.siblings("s", second)]
+    assert [run.id for run in await pg_store.runs("s", branch="alt")] == [first, again]
+    assert [b.name for b in await pg_store.branches("s")] == ["main", "alt"]
+    assert pinned.branch == "alt"
+
+
+@pytest.mark.postgres
 @pytest.mark.parametrize("fault", ["before_commit", "after_commit"])
 async def test_a_cut_rewind_reports_the_new_head(proxy: Any, pg_store: Store, fault: str) -> None:
     first, second = await _two_runs(pg_store)

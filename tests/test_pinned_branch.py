@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from turnstore import (
     StructuredSession,
     Turn,
 )
-from turnstore.core import history
+from turnstore.core import append, history
 from turnstore.core import statements as S
 
 
@@ -554,3 +555,121 @@ async def test_a_new_branch_below_a_deleted_run_fails_once_then_the_branch_s_own
     await pinned.switch_to_branch("side")
     await pinned.add_items(run_items("q3 side"))
     assert await _names(store) == {"side": ["q1", "q2 side", "q3 side"]}
+
+
+# -- a write that starts a pending branch and the branch's name are one write -----------------
+
+# The tree once "alt", made by create_branch_from_turn(3, "alt"), holds the write after it.
+BRANCHED = {"main": ["q1", "q2", "q3"], "alt": ["q1", "q2", "q3 again"]}
+
+
+async def _branched(store: Store, session_id: str, *, pinned: bool) -> StructuredSession:
+    """q1, q2, q3 on branch "main", then create_branch_from_turn(3, "alt"): the object's next
+    write of items starts "alt" below q2 (pinned: the object's course; else the head)."""
+    session = StructuredSession(session_id, store, branch="main" if pinned else None)
+    for tag in ("q1", "q2", "q3"):
+        await session.add_items(run_items(tag))
+    if not pinned:
+        await session.name_branch("main")
+    await session.create_branch_from_turn(3, "alt")
+    return session
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_write_after_branching_whose_name_is_refused_writes_nothing(
+    store: Store, pinned: bool
+) -> None:
+    # Another writer takes "alt" before the write that starts it: the write is refused whole
+    # (no run that nobody names), and the object still starts "alt" with its next write.
+    session = await _branched(store, "s", pinned=pinned)
+    taken = await store.fork("s", Turn(2, "main"), "elsewhere", branch="main", name="alt")
+    before = await snapshot(store)
+    with pytest.raises(InvalidOperationError, match="already has a branch named 'alt'"):
+        await session.add_items(run_items("q3 again"))
+    assert await snapshot(store) == before
+    assert session.branch == ("main" if pinned else None)
+    assert _asked(await session.get_items()) == ["q1", "q2"]  # still where it branched
+    await store.name_branch("s", taken.id, None)
+    await session.add_items(run_items("q3 again"))
+    assert (await _names(store))["alt"] == BRANCHED["alt"]
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_write_after_branching_whose_naming_statement_fails_writes_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch, pinned: bool
+) -> None:
+    # A fault in the naming statement, after the batch's own statements: the name inserted
+    # twice, which the database refuses. The whole write rolls back: no new run, no name, the
+    # object where it was; the same write then goes through whole.
+    session = await _branched(store, "s", pinned=pinned)
+
+    def twice(session_id: str, fork: int, name: str, *, take: bool = False) -> Any:
+        for _ in range(2):
+            yield S.NAME_BRANCH({"sid": session_id, "id": fork, "name": name})
+
+    monkeypatch.setattr(append, "name_new_branch", twice)
+    before = await snapshot(store)
+    with pytest.raises(StorageError):
+        await session.add_items(run_items("q3 again"))
+    assert await snapshot(store) == before
+    assert _asked(await session.get_items()) == ["q1", "q2"]
+    monkeypatch.undo()
+    await session.add_items(run_items("q3 again"))
+    assert await _names(store) == BRANCHED
+    assert session.branch == ("alt" if pinned else None)
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_write_after_branching_cancelled_anywhere_stores_both_or_neither(
+    store: Store, pinned: bool
+) -> None:
+    # A cancellation at each step of the event loop in turn, from before the write starts
+    # on: its run is stored holding "alt" and a pinned object follows it, or nothing is
+    # stored and the object still starts "alt" with its next write.
+    outcomes = set()
+    for step in range(40):
+        sid = f"s{step}"
+        session = await _branched(store, sid, pinned=pinned)
+        writing = asyncio.ensure_future(session.add_items(run_items("q3 again")))
+        for _ in range(step):
+            await asyncio.sleep(0)
+        writing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # none once the write has ended
+            await writing
+        names = await _names(store, sid)
+        written = names != {"main": BRANCHED["main"]}
+        if written:
+            assert names == BRANCHED
+        outcomes.add(written)
+        course = BRANCHED["alt"] if written else ["q1", "q2"]
+        assert _asked(await session.get_items()) == course
+        assert session.branch == (None if not pinned else "alt" if written else "main")
+        await session.add_items(run_items("q4"))
+        assert (await _names(store, sid))["alt"] == [*course, "q4"]
+    assert outcomes == {False, True}  # both ends were reached
+
+
+async def test_a_write_after_branching_sent_elsewhere_by_another_writer_is_unnamed(
+    store: Store,
+) -> None:
+    # Another writer moves the head after create_branch_from_turn: this object's write
+    # follows the head (it is not pinned) and starts no "alt"; the name is dropped.
+    session = await _branched(store, "s", pinned=False)
+    await store.switch_to_branch("s", "main")
+    await session.add_items(run_items("q4"))
+    await session.add_items(run_items("q5"))
+    assert await _names(store) == {"main": ["q1", "q2", "q3", "q4", "q5"]}
+
+
+async def test_usage_alone_leaves_a_pinned_rewind_pending(store: Store) -> None:
+    # A write of usage alone (a Runner call's tokens, no items) starts no run: the object
+    # stays moved back, and its next question starts the run that takes the name.
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await pinned.add_items(run_items(tag))
+    await pinned.rewind(Turn(3))
+    usage = SimpleNamespace(requests=1, input_tokens=2, output_tokens=3, total_tokens=5)
+    await pinned.add_items([], wrapper=SimpleNamespace(usage=usage))
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]
+    await pinned.add_items(run_items("q3 again"))
+    assert await _names(store) == {"main": ["q1", "q2", "q3 again"], None: ["q1", "q2", "q3"]}

@@ -114,10 +114,11 @@ class BranchingMixin:
         """Start a branch before turn ``turn`` of the active path, so that it can be asked
         again: the head moves to the turn above it, and this object's next write (the new
         question) starts the branch, named ``branch_name`` (default
-        ``branch_from_turn_N_<time>``). Returns the name. As AdvancedSQLiteSession's, the
-        name must not be another branch's (``InvalidOperationError``); an unknown turn raises
-        ``RunNotFoundError``. Until that write the branch has no run, so ``list_branches``
-        does not show it yet.
+        ``branch_from_turn_N_<time>``) in that write's own transaction. Returns the name. As
+        AdvancedSQLiteSession's, the name must not be another branch's
+        (``InvalidOperationError``: here, or from that write, which then writes nothing, if
+        another writer takes the name meanwhile); an unknown turn raises ``RunNotFoundError``.
+        Until that write the branch has no run, so ``list_branches`` does not show it yet.
         """
         validate.count(turn, "turn", minimum=1)
         store = await self._ready()
@@ -160,18 +161,15 @@ class BranchingMixin:
             raise NotFoundError(f"no user turn holds {search_term!r}")
         return await self.create_branch_from_turn(found[0]["turn"], branch_name)
 
-    async def _name_pending(self, store: Store, run_id: int | None) -> None:
-        """After a write: name the branch ``create_branch_from_turn`` left pending, if the
-        write started it."""
-        pending = self._pending_branch
-        if pending is None or run_id is None:
+    def _started(self, pending: PendingBranch | None) -> None:
+        """After a write of items that carried ``pending``'s name (``Store.add_items(name=,
+        name_below=)``, which named the run it started below ``pending.parent_id``): the
+        branch is pending no more, and a pinned object, whose write went there, follows it."""
+        if pending is None or self._pending_branch is not pending:
             return
         self._pending_branch = None
-        run = await store.run(run_id)
-        if run.parent_id == pending.parent_id:
-            await store.name_branch(self.session_id, run_id, pending.name, take=pending.take)
-            if self._branch is not None:
-                self._branch = pending.name  # a pinned object follows the branch it made
+        if self._branch is not None:
+            self._branch = pending.name
 
     # -- analytics per branch ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ..importers import adopt
 from ..store import Store, session_patch, shared
 from ..tracing import binding
 from . import options
+from .branching import PendingBranch
 from .calls import accrued, call_of
 from .pinning import PinningMixin
 from .usage import usage_of
@@ -235,7 +236,9 @@ class StructuredSession(PinningMixin):
         writes before any user message count for the call's run (its answer, tool calls and
         tokens) even when another call has started a run since; see the README's "Runner
         calls" for what stays ambiguous. What ``hooks`` recorded since the last write, and the
-        constructor's catalogue fields on the first write, are written in the same transaction.
+        constructor's catalogue fields on the first write, are written in the same transaction,
+        and so is the name of the branch items start after ``create_branch_from_turn`` (or a
+        pinned object's ``rewind`` or ``checkout``): stored with it or not at all.
         """
         store = await self._ready()
         call = call_of(wrapper, self.session_id, reading=False)
@@ -248,7 +251,9 @@ class StructuredSession(PinningMixin):
             # No run context (a wrapper such as the SDK's compaction session passes none):
             # the run's tokens are those of the model calls ``hooks`` saw since the last write.
             delta = usage_sum(record.usage for record in telemetry.responses)
-        info = self._pending_info
+        # Items start the branch create_branch_from_turn (or a pinned rewind) left pending,
+        # named in the write's own transaction; usage alone starts none.
+        info, pending = self._pending_info, self._pending_branch if items else None
         write = asyncio.ensure_future(
             store.add_items(
                 self.session_id,
@@ -258,15 +263,16 @@ class StructuredSession(PinningMixin):
                 telemetry=telemetry,
                 owner=call.run_id if call is not None else None,
                 branch=end,
+                name=None if pending is None else pending.name,
+                take=pending is not None and pending.take,
+                name_below=ANY_HEAD if pending is None else pending.parent_id,
             )
         )
         try:
             async with self._at_end(store):
                 run_id = await finish_write(write)
         except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
-            self._written(info)
-            if not write.cancelled():  # the branch it started still takes its pending name
-                await self._name_pending(store, write.result())
+            self._written(info, None if write.cancelled() else pending)
             raise
         except BaseException:
             if telemetry is not None and self._recorder is not None:
@@ -278,12 +284,13 @@ class StructuredSession(PinningMixin):
             if run_id is not None:
                 call.run_id = run_id
         binding.note_run(self.session_id, run_id)
-        self._written(info)
-        await self._name_pending(store, run_id)
+        self._written(info, pending)
 
-    def _written(self, info: SessionPatch | None) -> None:
+    def _written(self, info: SessionPatch | None, pending: PendingBranch | None = None) -> None:
+        """A write stored: the catalogue fields ``info`` and the branch ``pending`` it named."""
         if info is self._pending_info:
             self._pending_info = None
+        self._started(pending)
 
     @_write
     async def pop_item(self, *, wrapper: Any = None) -> Any:

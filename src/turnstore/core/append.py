@@ -21,10 +21,10 @@ from ..errors import InvalidOperationError
 from . import append_sql as A
 from . import results as R
 from . import statements as S
-from .branches import name_branch
+from .branches import name_new_branch, name_run_branch
 from .catalogue import patch_session
 from .codec import PreparedItem
-from .lock import Head, Tally, count_rows, lock_session, set_head
+from .lock import ANY_HEAD, ExpectedHead, Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
 from .plan import Plan, PlanItem, plan_append
 from .reads import find_run
@@ -265,12 +265,19 @@ def append(
     telemetry: Telemetry | None = None,
     owner: int | None = None,
     at: BranchRef | None = None,
+    name: str | None = None,
+    take: bool = False,
+    name_below: ExpectedHead = ANY_HEAD,
 ) -> Op[int | None]:
     """Add a batch: user messages start runs (children of the head), the rest join the head.
 
     ``at`` (a branch name, or a run id) writes at that branch's end (that run) instead of
     the head, which moves only when it was there: a pinned writer's own course. A name in a
     session without runs names the branch the batch starts (a pinned writer's first write).
+
+    ``name`` names the branch of the run the batch starts (``take``: taken from the branch
+    that holds it), when the batch is written below ``name_below`` (ANY_HEAD: wherever it
+    is); a batch written there that starts no run, or a name refused, writes nothing.
 
     ``usage`` is added to the tokens of the run the batch counts for: the run its first user
     message starts, else ``owner`` (the run of the Runner call writing it, when that run is
@@ -306,6 +313,11 @@ def append(
         end = yield from branch_end(session_id, at)
         if end is None and isinstance(at, str):
             starts = at
+            if name is not None:
+                raise InvalidOperationError(
+                    f"session {session_id!r} has no runs yet: this batch starts branch {at!r}, "
+                    f"named so, and cannot name it {name!r} too; nothing was written"
+                )
         elif end != head.id:
             indexed = head.indexed_through
             head = yield from parent_head(session_id, end)
@@ -343,8 +355,10 @@ def append(
         yield from count_rows(session_id, tally)
     elif tally.changed:
         yield from set_head(session_id, last_id, now, tally)
-    if starts is not None:
-        yield from name_branch(session_id, last_id, starts, now)
+    if starts is not None:  # the session's first run, a root
+        yield from name_new_branch(session_id, _started(head, plan), starts)
+    elif name is not None and name_below in (ANY_HEAD, head.id):
+        yield from _name_started(session_id, head, plan, name, take)
     if telemetry:
         target = head.id if head.id is not None else last_id
         yield from record_telemetry(session_id, target, telemetry)
@@ -356,6 +370,25 @@ def append(
     ):
         yield from feed_index()  # the lock's watermark already says items wait
     return plan.credited.id
+
+
+def _started(head: Head, plan: Plan) -> int:
+    """The id of the first run ``plan`` wrote, a child of ``head`` (or a root)."""
+    if plan.started is None:
+        raise InvalidOperationError(
+            f"the batch starts no run (its items join run {head.id}, where it is written), "
+            "so it has no branch of its own to name: nothing was written"
+        )
+    return plan.started.written_id
+
+
+def _name_started(session_id: str, head: Head, plan: Plan, name: str, take: bool) -> Op[None]:
+    """Name ``name`` the branch of the run the batch started below ``head``."""
+    started = _started(head, plan)
+    if head.id is None or head.has_children:  # a root or a younger child: a fork run
+        yield from name_new_branch(session_id, started, name, take=take)
+    else:  # the head's first child continues the head's branch, which takes the name
+        yield from name_run_branch(session_id, started, name, take=take)
 
 
 def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, int]]:

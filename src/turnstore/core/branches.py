@@ -34,6 +34,7 @@ __all__ = [
     "hand_over_name",
     "name_branch",
     "name_new_branch",
+    "name_run_branch",
 ]
 
 
@@ -159,11 +160,20 @@ def name_branch(
     leaf, or any run between.
     """
     yield from lock_session(session_id, now)  # names are unique: one writer at a time
+    fork = yield from name_run_branch(session_id, run_id, name, take=take)
+    return (yield from branch(session_id, fork))
+
+
+def name_run_branch(
+    session_id: str, run_id: int, name: str | None, *, take: bool = False
+) -> Op[int]:
+    """``name_branch`` in the caller's transaction (the session locked); returns the
+    branch's fork run."""
     run = yield from find_run(session_id, run_id)
     tree = yield from branch_tree(session_id)
     fork = tree.fork_of[run.id]
     yield from _set_name(session_id, fork, name, tree.names, take=take)
-    return (yield from branch(session_id, fork))
+    return fork
 
 
 def name_new_branch(session_id: str, fork: int, name: str, *, take: bool = False) -> Op[None]:

@@ -7,7 +7,6 @@ they refuse when another writer moved the head first (``ANY_HEAD``, the default:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
 from ..domain.items import classify
@@ -20,7 +19,7 @@ from .adoption import supersede
 from .append import apply_append, parent_head
 from .branches import BranchTree, branch_tree, hand_over_name, name_new_branch
 from .codec import decode_items, prepare_items
-from .lock import Head, Tally, count_rows, lock_session, set_head
+from .lock import ANY_HEAD, ExpectedHead, Head, Tally, count_rows, lock_session, set_head
 from .ops import Op
 from .reads import find_run
 from .tables import PathWindowRow
@@ -147,16 +146,6 @@ def _edited(original: Mapping[str, Any], new_input: str | Mapping[str, Any]) -> 
         [{"type": "input_text", "text": new_input}] if isinstance(content, list) else new_input
     )
     return item
-
-
-class _AnyHead(Enum):
-    ANY = 0
-
-
-ANY_HEAD = _AnyHead.ANY
-"""``expected_head`` default: move the head wherever it is."""
-
-ExpectedHead = int | None | _AnyHead
 
 
 def _lock_expected(session_id: str, now: Any, expected_head: ExpectedHead) -> Op[Head]:

@@ -4,6 +4,7 @@ changed of the session's totals (``Tally``) in the same statement."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from ..domain.validate import MAX_INT
@@ -14,7 +15,27 @@ from . import statements as S
 from .ops import Capability, Group, Op, supports
 from .results import HeadRow
 
-__all__ = ["Head", "Tally", "count_rows", "lock_session", "set_head"]
+__all__ = [
+    "ANY_HEAD",
+    "ExpectedHead",
+    "Head",
+    "Tally",
+    "count_rows",
+    "lock_session",
+    "set_head",
+]
+
+
+class _AnyHead(Enum):
+    ANY = 0
+
+
+ANY_HEAD = _AnyHead.ANY
+"""``expected_head`` default: move the head wherever it is."""
+
+# What a writer expects the head (or a branch's end) to be: a run id, None (an empty path),
+# or ANY_HEAD (no check). Re-exported by ``history``, whose writes check it.
+ExpectedHead = int | None | _AnyHead
 
 
 @dataclass(slots=True)

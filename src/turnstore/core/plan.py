@@ -98,6 +98,7 @@ class Plan:
     owner: _PlanRun | None  # the writer's own run, when it is not the head (see ``append``)
     credited: _PlanRun  # the run the batch's usage counts for
     below_head: bool  # the batch starts with a user message: a new run below the head
+    started: _PlanRun | None  # the first run the batch starts (a child of the head), if any
 
 
 def plan_append(
@@ -196,4 +197,5 @@ def plan_append(
         if call.status == PENDING:  # not one the model left failed or incomplete
             call.run.status = INTERRUPTED
     below_head = bool(batch) and batch[0].info.starts_run
-    return Plan(runs, items, calls, updates, current, owner, credited, below_head)
+    started = next((run for run in runs if run.id is None), None)
+    return Plan(runs, items, calls, updates, current, owner, credited, below_head, started)

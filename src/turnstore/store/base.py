@@ -30,15 +30,16 @@ def run_id_arg(run_id: Any) -> int:
     return validate.lookup_id(run_id, "run", RunNotFoundError)
 
 
-def expected_head_arg(expected_head: Any) -> ExpectedHead:
-    """``expected_head`` if it is a run id, None (an empty session) or ``ANY_HEAD``."""
+def expected_head_arg(expected_head: Any, what: str = "expected_head") -> ExpectedHead:
+    """``expected_head`` (the argument ``what``) if it is a run id, None (an empty session)
+    or ``ANY_HEAD``."""
     if expected_head is ANY_HEAD or expected_head is None:
         return expected_head
     # Compared with the head, never bound: an id that names nothing is simply not the head
     # (the write is refused with ConflictError).
     if isinstance(expected_head, bool) or not isinstance(expected_head, int):
         raise InvalidOperationError(
-            f"expected_head must be a run id, None or ANY_HEAD, got {validate.shown(expected_head)}"
+            f"{what} must be a run id, None or ANY_HEAD, got {validate.shown(expected_head)}"
         )
     return expected_head
 

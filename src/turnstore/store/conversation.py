@@ -7,13 +7,14 @@ from typing import Any
 
 from ..core import append, compaction, history, reads, turns
 from ..core.codec import PreparedItem, prepare_items
+from ..core.lock import ANY_HEAD, ExpectedHead
 from ..core.once import HEAD, NEW_RUN
 from ..core.telemetry import bind_times
 from ..domain import validate
 from ..domain.model import HistoryTail, SessionPatch, Telemetry, Usage
 from ..domain.turns import BranchRef, branch_ref
 from ..errors import InvalidOperationError
-from .base import NO_LIMIT, StoreBase, limit_arg
+from .base import NO_LIMIT, StoreBase, expected_head_arg, limit_arg
 
 __all__ = ["ConversationMixin"]
 
@@ -32,6 +33,9 @@ class ConversationMixin(StoreBase):
         owner: int | None = None,
         operation_id: str | None = None,
         branch: str | int | None = None,
+        name: str | None = None,
+        take: bool = False,
+        name_below: ExpectedHead = ANY_HEAD,
     ) -> int | None:
         """Append a batch to ``session_id``'s active path in one transaction.
 
@@ -39,6 +43,18 @@ class ConversationMixin(StoreBase):
         run) instead of the head, and the head moves only when it was there: the write of a
         session pinned to its own branch (``StructuredSession(branch=)``). In a session
         without runs a name names the branch the batch starts.
+
+        ``name`` names the branch of the run the batch starts (its first new run: a root, or
+        a younger child of a run that has children, starts a branch of its own; a first child
+        continues its parent's branch, which takes the name) in the batch's own transaction,
+        as ``name_branch`` would name it: a name another branch holds is refused, or with
+        ``take`` moves to this one. ``name_below`` (a run id, or None: an empty path) names
+        it only when the batch is written below that run: where the head (or ``branch``'s
+        end) was when the name was chosen (``StructuredSession.create_branch_from_turn``), so
+        that a batch another writer's move sent elsewhere is stored unnamed. A batch written
+        there that starts no run (no items, or items that join the run it is written at) is
+        refused with its name, and a refused name writes nothing: the batch and its name are
+        stored together or not at all. ``take`` and ``name_below`` need ``name``.
 
         ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
         returned (None when nothing was written): the run the batch's first user message
@@ -55,18 +71,36 @@ class ConversationMixin(StoreBase):
         usage = validate.optional_usage(usage)
         owner = validate.filter_id(owner, "owner")
         at = None if branch is None else branch_ref(branch)
+        name, take = validate.new_branch_name(name, take)
+        name_below = expected_head_arg(name_below, "name_below")
+        if name is None and name_below is not ANY_HEAD:
+            raise InvalidOperationError("name_below says when name= names the branch: pass name=")
         if info is not None:
             info = validate.patch_record(info, "info")
         if telemetry is not None:
             telemetry = bind_times(validate.telemetry_record(telemetry), self.backend.bind_time)
         batch = prepare_items(items)
+        if name is not None and not batch:
+            raise InvalidOperationError(
+                f"a batch of no items starts no run, so no branch for name={name!r} to name"
+            )
         if not batch and usage is None and info is None and not telemetry:
             return None
         now = self.backend.now()
         return await self._write(
             sid,
             lambda: append.append(
-                sid, batch, now, usage, info=info, telemetry=telemetry, owner=owner, at=at
+                sid,
+                batch,
+                now,
+                usage,
+                info=info,
+                telemetry=telemetry,
+                owner=owner,
+                at=at,
+                name=name,
+                take=take,
+                name_below=name_below,
             ),
             operation_id,
             # A Runner call's later batches count for its run (the owner), a batch that
