@@ -673,3 +673,46 @@ async def test_usage_alone_leaves_a_pinned_rewind_pending(store: Store) -> None:
     assert _asked(await pinned.get_items()) == ["q1", "q2"]
     await pinned.add_items(run_items("q3 again"))
     assert await _names(store) == {"main": ["q1", "q2", "q3 again"], None: ["q1", "q2", "q3"]}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS_AT_THE_END))
+async def test_a_call_cancelled_while_its_deleted_move_is_checked(
+    store: Store, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    # The call below the deleted run fails (nothing stored), and a cancellation arrives while
+    # the object reads whether that run is gone: the call raises its own error, not the
+    # cancellation (which from a write says that it is stored: docs/reliability.md), and
+    # what add_items was to write (the object's catalogue fields, given with its first
+    # write) waits for the write that stores it.
+    writer = StructuredSession("s", store)
+    for tag in ("q1", "q2", "q3", "q4"):
+        await writer.add_items(run_items(tag))
+    runs = await store.runs("s")
+    await store.name_branch("s", runs[0].id, "main")
+    pinned = StructuredSession("s", store, branch="main", title="kept")
+    await pinned.rewind(Turn(4))
+    await store.move_head("s", runs[1].id, to_parent=False)
+    await store.delete_branch("s", runs[2].id)
+    before = await snapshot(store)
+    run = store.run
+
+    async def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        calling.cancel()
+        return await run(*args, **kwargs)
+
+    monkeypatch.setattr(store, "run", cancelled_meanwhile)
+    calling = asyncio.ensure_future(CALLS_AT_THE_END[call](pinned))
+    # An edit's check ends under its write's shield (finish_write); any other call's is cut
+    # short, and the next call makes it.
+    shielded = call in ("edit", "regenerate")
+    with pytest.raises(NotFoundError, match="was deleted by" if shielded else r"no run \d+$"):
+        await calling
+    monkeypatch.undo()
+    assert await snapshot(store) == before
+    if not shielded:
+        with pytest.raises(NotFoundError, match="was deleted by another writer"):
+            await pinned.get_items()
+    assert _asked(await pinned.get_items()) == ["q1", "q2"]
+    await pinned.add_items(run_items("q3 again"))
+    assert await _names(store) == {"main": ["q1", "q2", "q3 again"]}
+    assert (await store.session("s")).title == "kept"  # type: ignore[union-attr]

@@ -4,6 +4,7 @@ pinned view")."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -55,15 +56,23 @@ class PinningMixin(BranchingMixin):
         moved = self._pending_branch
         try:
             yield
-        except RunNotFoundError:
+        except RunNotFoundError as error:
             if (
                 not at_end
                 or self._branch is None
                 or moved is None
                 or moved.parent_id is None
                 or self._pending_branch is not moved
-                or await _exists(store, moved.parent_id)
             ):
+                raise
+            try:
+                exists = await _exists(store, moved.parent_id)
+            except asyncio.CancelledError:
+                # The call has failed: its error, not the cancellation, which from a write
+                # says that it is stored (docs/reliability.md, "Cancellation"). The move
+                # stays, checked again by the next call.
+                raise error from None
+            if exists:
                 raise
             self._pending_branch = None
             raise RunNotFoundError(
