@@ -32,6 +32,7 @@ from builders import (
     output,
     user,
 )
+from chains import SESSION_TABLES, build_chain
 from richdb import assert_rich, build_rich, dump
 from strategies import items as roundtrip_items
 from support import (
@@ -54,7 +55,11 @@ from turnstore import (
     Usage,
     copy,
 )
+from turnstore.core import statements as S
+from turnstore.core import transfer as transfer_core
+from turnstore.core.ops import Query
 from turnstore.importers import copy as transfer_module
+from turnstore.importers import import_source, open_source
 
 
 @pytest.fixture
@@ -292,6 +297,113 @@ async def test_a_target_that_cannot_be_written_stops_the_copy(
             await copy(source, read_only)
     async with Store.open(target) as dst:
         assert (await dst.sessions()).sessions == []
+
+
+async def _analysed_while_small(target: str) -> None:
+    """``target`` created with a few sessions of a few runs and analysed then, as autovacuum
+    would have; autovacuum off for its tables, so the statistics stay those until a copy
+    takes them again."""
+    async with Store.open(target) as store:
+        for s in range(3):
+            for n in range(4):
+                await store.add_items(f"small{s}", [user(f"q{n}"), assistant(f"a{n}")])
+        for table in SESSION_TABLES:
+            await sql(store, f"ALTER TABLE {table} SET (autovacuum_enabled = off)", write=True)
+        await sql(store, f"ANALYZE {', '.join(SESSION_TABLES)}", write=True)
+
+
+def _indexes(plan: dict[str, Any]) -> set[str]:
+    """The indexes a plan (EXPLAIN's JSON) reads."""
+    found = {plan["Index Name"]} if "Index Name" in plan else set()
+    return found.union(*(_indexes(child) for child in plan.get("Plans", [])))
+
+
+async def _bulk_load(load: str, source: str, target: str, directory: Path) -> int:
+    """Every session of the SQLite file ``source`` written into ``target`` by ``turnstore
+    copy`` or by ``turnstore import`` of their JSON export; how many runs were written."""
+    if load == "copy":
+        return (await copy(source, target)).runs
+    async with Store.open(source, read_only=True) as src:
+        path = directory / "long.json"
+        path.write_text(await src.export("long", "json", all_branches=True), "utf-8")
+    exported = open_source(str(path), "json")
+    try:
+        async with Store.open(target) as dst:
+            return (await import_source(dst, exported)).runs
+    finally:
+        await exported.aclose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("load", ["copy", "import"])
+async def test_a_bulk_load_into_postgres_analyses_the_tables_it_outgrew(
+    tmp_path: Path, load: str
+) -> None:
+    """PostgreSQL only: its planner estimates from statistics that a bulk load leaves stale,
+    which SQLite has none of (it runs no ANALYZE) and whose plans of a session's runs hold
+    without them. With the statistics of a schema that held a few small sessions, the planner
+    estimates a new long session at one row and walks its runs' parents through
+    runs_session_totals, a scan of the session at every step (a delete_branch of 100,000 runs
+    took 13 minutes); the copy or import that wrote the session takes them again."""
+    source = str(tmp_path / "source.db")
+    async with Store.open(source) as src:
+        chain = await build_chain(src, "long", 2000)
+    with database_target("postgres", tmp_path) as target:
+        await _analysed_while_small(target)
+        assert await _bulk_load(load, source, target, tmp_path) == chain.runs
+        async with Store.open(target, read_only=True) as dst:
+            from turnstore.postgres.sql import SQL
+
+            [(known, counted)] = await sql(
+                dst,
+                """SELECT (SELECT {sid} = ANY (most_common_vals::text::text[]) FROM pg_stats
+                           WHERE schemaname = current_schema() AND tablename = 'runs'
+                             AND attname = 'session_id'),
+                          (SELECT reltuples FROM pg_class WHERE oid = to_regclass('runs'))""",
+                sid="long",
+            )
+            assert known
+            assert counted >= chain.runs
+            [(leaf, parent)] = await sql(
+                dst, "SELECT max(id), max(id) - 1 FROM runs WHERE session_id = {sid}", sid="long"
+            )
+            children = (
+                "SELECT count(*) FROM runs c WHERE c.session_id = {sid} AND c.parent_id = {id}"
+            )
+            for statement, params in [
+                (children, {"id": parent}),
+                (SQL[S.PATH_RUNS_AT], {"leaf": leaf}),
+            ]:
+                [(plan,)] = await sql(
+                    dst, "EXPLAIN (FORMAT JSON) " + statement, sid="long", **params
+                )
+                used = _indexes(plan[0]["Plan"])
+                assert "runs_session_totals" not in used
+                assert used & {"runs_session_parent", "runs_pkey", "runs_id"}
+
+
+@pytest.mark.postgres
+async def test_a_copy_whose_analysis_fails_is_kept_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rows are written when the analysis comes: its failure warns (what to run) and the
+    copy returns its summary."""
+    source = str(tmp_path / "source.db")
+    await _small_source(source, sessions=2, turns=40)
+
+    def failing(runs: int) -> Any:
+        yield Query("ANALYZE no_such_table", raw=True)
+        return True
+
+    monkeypatch.setattr(transfer_core, "refresh_statistics", failing)
+    with database_target("postgres", tmp_path) as target:
+        summary = await copy(source, target)
+        assert summary.copied == 2
+        async with Store.open(target) as dst:
+            assert len((await dst.sessions()).sessions) == 2
+    [warning] = [r for r in caplog.records if "ANALYZE" in r.getMessage()]
+    assert warning.levelname == "WARNING"
+    assert "rows are written" in warning.getMessage()
 
 
 def test_the_summary_is_a_dataclass_scripts_can_read() -> None:

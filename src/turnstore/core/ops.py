@@ -97,6 +97,12 @@ class Capability(Flag):
     """The search index cannot give a word's newest matches first (PostgreSQL's GIN): a
     search reads the newest items first, and what they hold chooses how it reads below them:
     backwards, or through the index."""
+    STATISTICS = auto()
+    """The planner estimates from statistics that a bulk load leaves stale until they are
+    taken again (PostgreSQL's ANALYZE; ``core.transfer.refresh_statistics``). SQLite has
+    none unless a user runs ANALYZE, and its plans of a session's runs hold however stale
+    they are: it counts an equality on more of an index's columns as more selective, so the
+    (session_id, parent_id) index beats runs_session_totals, and a run by id is its rowid."""
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)

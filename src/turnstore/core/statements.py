@@ -65,6 +65,12 @@ VERSION_TABLE_EXISTS = Value("version_table_exists", column="present", holds=int
 # to copy one onto itself): SQLite's file (empty for ':memory:'); on PostgreSQL, the server's
 # start time, the database's oid and the schema.
 DATABASE_IDENTITY = Value("database_identity", column="identity", holds=str)
+# Whether a bulk write of :runs runs has outgrown the planner's statistics, and taking them
+# again (core.transfer.refresh_statistics).
+STATISTICS_BEHIND = Value(
+    "statistics_behind", needs=Capability.STATISTICS, column="behind", holds=bool
+)
+ANALYZE_TABLES = Execute("analyze_tables", needs=Capability.STATISTICS)
 RECORD_VERSION = Execute(
     "record_version", "INSERT INTO turnstore_schema (version) VALUES (:version)"
 )

@@ -24,7 +24,7 @@ from . import annotation_sql as A
 from . import statements as S
 from .annotation_sql import CopyAnnotationRow
 from .lock import Tally, count_rows
-from .ops import Op
+from .ops import Capability, Op, supports
 from .results import BranchNameRow, CopyItemRow, ModelResponseRow, SpanRow
 from .search_index import index_backlog
 from .tables import (
@@ -118,6 +118,21 @@ def database_identity() -> Op[str]:
     """What tells the store's database from any other (``statements.DATABASE_IDENTITY``)."""
     identity = yield S.DATABASE_IDENTITY()
     return str(identity or "")
+
+
+def refresh_statistics(runs: int) -> Op[bool]:
+    """After a bulk load that wrote ``runs`` runs: the planner's statistics of the tables it
+    wrote taken again, as autovacuum would later, when the load outgrew them
+    (``statements.STATISTICS_BEHIND`` says when); whether they were. Statistics taken while a
+    session was small or absent make PostgreSQL walk its runs through runs_session_totals, a
+    scan of the session at every step (a delete_branch of 100,000 runs took 13 minutes, not
+    10 s). A no-op on a backend whose planner keeps none (``Capability.STATISTICS``)."""
+    if not supports(Capability.STATISTICS):
+        return False
+    behind = yield S.STATISTICS_BEHIND({"runs": runs})
+    if behind:
+        yield S.ANALYZE_TABLES()
+    return bool(behind)
 
 
 def session_items() -> Op[dict[str, int]]:

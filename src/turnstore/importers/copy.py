@@ -16,6 +16,10 @@ skipped, so a second copy writes nothing. One that differs (written in the targe
 changed in the source) is left alone and reported in ``CopySummary.conflicts``, unless
 ``replace=True`` deletes it from the target and copies it anew.
 
+A copy into PostgreSQL ends by analysing the tables it wrote when it outgrew their planner
+statistics (``store.copying.refresh_statistics``), as autovacuum would later: a failure there
+is a warning, the rows being written.
+
 Not copied: the keys of exactly-once writes (``operations``: their results name the source's
 ids) and the marks of adopted SDK sessions (``sdk_adopted``, of the SQLite file alone).
 """
@@ -117,6 +121,7 @@ async def copy(
             copier = _Copier(src, dst, summary, chunk_items, report)
             for sid in wanted:
                 await copier.session(sid, replace=replace)
+            await copying.refresh_statistics(dst, summary.runs)
             return summary
 
 

@@ -333,6 +333,7 @@ async def import_source(
 
     A session the store refuses (its id, its items) is counted and the import goes on; a
     store that cannot be written raises ``ReadOnlyError`` (every session would be refused).
+    On PostgreSQL, the tables it outgrew are analysed at the end, as ``copy``'s are.
     """
     summary = ImportSummary(source=source.location, kind=source.kind)
     available = await source.session_ids()
@@ -362,4 +363,5 @@ async def import_source(
         summary.items += merged.items
         summary.unchanged_items += merged.present
         summary.skipped += session.skipped
+    await copying.refresh_statistics(store, summary.runs)
     return summary

@@ -35,7 +35,7 @@ from .migrations import ERROR_VECTOR, SEARCHED_ERROR
 
 __all__ = ["BYTES", "CAPABILITIES", "DIALECT", "RUN_ROWS", "SQL", "SYNTAX", "TS_CONFIG"]
 
-CAPABILITIES = Capability.IDS_AHEAD | Capability.SEARCH_PROBE
+CAPABILITIES = Capability.IDS_AHEAD | Capability.SEARCH_PROBE | Capability.STATISTICS
 
 # The text search configuration of items.search_vector, made by migration 7: searches use it too.
 TS_CONFIG = "turnstore_english"
@@ -192,6 +192,16 @@ _OWN: dict[Statement, str] = {
     S.DATABASE_IDENTITY: """
         SELECT concat_ws(' ', pg_postmaster_start_time(), d.oid, current_schema()) AS identity
         FROM pg_database d WHERE d.datname = current_database()""",
+    # The tables a bulk load writes, analysed as autovacuum would (core.transfer): their
+    # statistics when a session was small or absent make the planner walk its runs through
+    # runs_session_totals, a scan of the session at every step. Past autovacuum's threshold
+    # (50 rows + a tenth of those the statistics counted), or past 10,000 runs whatever the
+    # tables held: a session that long is quadratic to walk on a wrong plan, and writing it
+    # costs far more than the analysis (a sample of at most 30,000 rows a table).
+    S.STATISTICS_BEHIND: """
+        SELECT CAST(:runs AS bigint) > LEAST(50 + GREATEST(reltuples, 0) / 10, 10000) AS behind
+        FROM pg_class WHERE oid = to_regclass('runs')""",
+    S.ANALYZE_TABLES: f"ANALYZE sessions, runs, {', '.join(RUN_ROWS)}",
     # Always "forget": the DELETE is queued and travels with the next statement (no round
     # trip of its own), and a subquery in an INSERT is not one Citus routes: so no guess of
     # the head either (the row lock is taken after the claim, so it could be stale anyway).

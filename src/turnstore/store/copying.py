@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core import transfer
 from ..core.annotation_sql import CopyAnnotationRow
-from ..core.ops import Op
+from ..core.ops import Capability, Op
 from ..core.tables import RunRow, SessionRow
 from ..core.transfer import Chunk, IdMap, Time, time_binder
+from ..errors import TurnstoreError
 from .base import StoreBase
 from .chunks import ranges
 
@@ -23,6 +25,7 @@ __all__ = [
     "chunk_cuts",
     "database_identity",
     "read_range",
+    "refresh_statistics",
     "same_database",
     "session_annotations",
     "session_items",
@@ -31,6 +34,8 @@ __all__ = [
     "write_rows",
     "write_session",
 ]
+
+log = logging.getLogger("turnstore")
 
 
 async def session_rows(store: StoreBase, sid: str) -> tuple[SessionRow | None, list[RunRow]]:
@@ -78,6 +83,28 @@ async def same_database(a: StoreBase, b: StoreBase) -> bool:
         # Each ':memory:' (no file) is a database of its own.
         return bool(first and second) and await asyncio.to_thread(os.path.samefile, first, second)
     return first == second
+
+
+async def refresh_statistics(store: StoreBase, runs: int) -> bool:
+    """The end of a bulk load (a copy, an import) that wrote ``runs`` runs: the planner's
+    statistics taken again if the load outgrew them (``core.transfer.refresh_statistics``);
+    whether they were. The rows are written whatever happens here: a failure (a lost
+    connection, a timeout) is logged as a warning that says what to run, not raised."""
+    if not runs or Capability.STATISTICS not in store.backend.capabilities:
+        return False  # nothing written, or no statistics to take (SQLite: no transaction)
+    try:
+        return await store.backend.run(
+            functools.partial(transfer.refresh_statistics, runs), write=True
+        )
+    except TurnstoreError as exc:
+        log.warning(
+            "%s: the rows are written, but analysing the tables failed (%s): until autovacuum "
+            "analyses them, reads of the new sessions may take a slow plan; run ANALYZE on "
+            "the schema's tables",
+            store.label,
+            exc,
+        )
+        return False
 
 
 def time_of(store: StoreBase) -> Time:
