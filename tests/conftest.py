@@ -18,6 +18,7 @@ builders.py; no test module imports this one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import pwd
@@ -166,6 +167,23 @@ def _no_trace_export() -> None:
     except ImportError:
         return
     set_tracing_disabled(True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cli_built_once() -> Iterator[None]:
+    """typer's ``CliRunner.invoke`` builds the click command from the app at every call (~0.1 s
+    of reading every command's signature, which a user's process pays once): built once per
+    app here, a third of the CLI tests' CPU. A typer whose testing module no longer has the
+    name fails here, loudly."""
+    try:
+        import typer.main
+        import typer.testing
+    except ImportError:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", functools.cache(typer.main.get_command))
+        yield
 
 
 @pytest.fixture
