@@ -291,24 +291,27 @@ async def test_a_batch_names_the_branch_it_starts_in_its_own_write(store: Store)
     assert "anywhere" not in {b.name for b in await store.branches("s")}
 
 
-async def test_a_batch_that_starts_no_run_is_refused_its_name(store: Store) -> None:
+async def test_a_batch_that_starts_no_run_names_the_branch_it_joins(store: Store) -> None:
     session = StructuredSession("s", store)
     _, second = await converse(session, "q1", "q2")
     before = await snapshot(store)
-    # Items that join the run they are written at (a leaf's answer) start no branch.
-    with pytest.raises(InvalidOperationError, match="starts no run"):
-        await store.add_items("s", [assistant("more")], name="x", name_below=second)
-    with pytest.raises(InvalidOperationError, match="starts no run"):
-        await store.add_items("s", [assistant("more")], name="x", take=True)
+    # No items start no branch, and a session's first write at a branch name starts that
+    # branch, named so already: both refused, nothing written.
     with pytest.raises(InvalidOperationError, match="no items starts no run"):
         await store.add_items("s", [], Usage(requests=1, total_tokens=3), name="x")
-    # A session's first write at a branch name starts that branch, named so already.
     with pytest.raises(InvalidOperationError, match="starts branch 'main'"):
         await store.add_items("new", [user("q1")], branch="main", name="x")
     assert await snapshot(store) == before
-    # Items written below another run than name_below start no run there: no name refused.
+    # Items written below another run than name_below leave the name unused.
     await store.add_items("s", [assistant("more")], name="x", name_below=second + 1)
     assert [b.name for b in await store.branches("s")] == [None]
+    # Items that join the run they are written at (a leaf's answer) are on its branch, which
+    # takes the name, as a run they started there (its first child) would give it.
+    await store.add_items("s", [assistant("more")], name="x", name_below=second)
+    assert [(b.name, b.leaf_run_id) for b in await store.branches("s")] == [("x", second)]
+    await store.add_items("s", [assistant("more")], name="y", take=True)
+    assert await _branch_names(store) == {"y": ["q1", "q2"]}
+    assert await head(store) == second
 
 
 @pytest.mark.parametrize(

@@ -279,3 +279,39 @@ async def test_change_run_3_of_5_and_continue(store: Store, mode: str, how: str)
     ]
     await session.checkout(new_runs[-1].id)
     assert await session.get_items() == after
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_runner_call_after_branching_keeps_its_output_when_the_tree_changed(
+    store: Store, mode: str, pinned: bool
+) -> None:
+    # create_branch_from_turn(3, "alt"), then another writer pops turn 3: a Runner call
+    # given no new question (the model answers turn 2 again) writes items that join turn 2's
+    # run, starting no run. They are stored, the model's output with them, and turn 2's
+    # branch takes the name; the next question continues it.
+    tags = ["q1", "q2", "q3"]
+    steps = [step for tag in tags for step in run_steps(tag)]
+    model = ScriptedModel([*steps, *run_steps("again", call_id="c-again"), *run_steps("q3b")])
+    agent = Agent("Assistant", model=model, tools=[lookup])
+    session = StructuredSession("s", store, branch="main" if pinned else None)
+    for tag in tags:
+        await drive(mode, agent, tag, session)
+    if not pinned:
+        await session.name_branch("main")
+    await session.create_branch_from_turn(3, "alt")
+    for _ in range(4):  # turn 3's items: its question, the call and output, the answer
+        await store.pop_item("s", branch="main")
+    result = await drive(mode, agent, [], session)
+    assert result.final_output == "answer again"
+    await drive(mode, agent, "q3b", session)
+    assert model.remaining_steps == 0
+    (alt,) = await store.branches("s")
+    assert alt.name == "alt"
+    runs = await store.runs("s", branch="alt")
+    assert [(run.user_message, run.assistant_message) for run in runs] == [
+        ("q1", "answer q1"),
+        ("q2", "answer again"),
+        ("q3b", "answer q3b"),
+    ]
+    assert session.branch == ("alt" if pinned else None)

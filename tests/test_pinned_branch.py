@@ -716,3 +716,25 @@ async def test_a_call_cancelled_while_its_deleted_move_is_checked(
     await pinned.add_items(run_items("q3 again"))
     assert await _names(store) == {"main": ["q1", "q2", "q3 again"]}
     assert (await store.session("s")).title == "kept"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_write_that_joins_the_branching_run_after_its_children_went_is_kept(
+    store: Store, pinned: bool
+) -> None:
+    # Another writer pops the run the new branch was to sit beside (q3), so q2 is a leaf:
+    # a write without a user message (the answer of a Runner call given no new question)
+    # joins q2 and starts no run. It is stored (a Runner call failing there would lose the
+    # model's output), and q2's branch takes the name, as a run starting below q2, its first
+    # child, would have given it: the object is on "alt" and its next question continues it.
+    session = await _branched(store, "s", pinned=pinned)
+    for _ in run_items("q3"):
+        await store.pop_item("s", branch="main")
+    await session.add_items([assistant("kept", item_id="m-kept")])
+    assert await _names(store) == {"alt": ["q1", "q2"]}
+    assert session.branch == ("alt" if pinned else None)
+    await session.add_items(run_items("q3 again"))
+    assert await _names(store) == {"alt": ["q1", "q2", "q3 again"]}
+    items = await session.get_items()
+    assert items[8]["id"] == "m-kept"
+    assert _asked(items) == ["q1", "q2", "q3 again"]

@@ -32,9 +32,10 @@ _PREVIEW = 100
 @dataclass(frozen=True, slots=True)
 class PendingBranch:
     """A branch ``create_branch_from_turn`` made, or a pinned object's branch moved back by
-    ``rewind`` or ``checkout``: named by this object's next write that starts a run below
-    ``parent_id`` (the tree has no run to hold the name before). ``take``: the name is the
-    one the branch holds now, which the new run takes from it."""
+    ``rewind`` or ``checkout``: named by this object's next write of items at ``parent_id``
+    (the tree has no run to hold the name before), which starts a run below it, or joins it
+    once another writer removed its children. ``take``: the name is the one the branch holds
+    now, which the new run takes from it."""
 
     name: str
     parent_id: int | None
@@ -163,8 +164,9 @@ class BranchingMixin:
 
     def _started(self, pending: PendingBranch | None) -> None:
         """After a write of items that carried ``pending``'s name (``Store.add_items(name=,
-        name_below=)``, which named the run it started below ``pending.parent_id``): the
-        branch is pending no more, and a pinned object, whose write went there, follows it."""
+        name_below=)``, which named the branch it was written on at ``pending.parent_id``):
+        the branch is pending no more, and a pinned object, whose write went there, follows
+        it."""
         if pending is None or self._pending_branch is not pending:
             return
         self._pending_branch = None

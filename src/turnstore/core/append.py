@@ -275,9 +275,9 @@ def append(
     the head, which moves only when it was there: a pinned writer's own course. A name in a
     session without runs names the branch the batch starts (a pinned writer's first write).
 
-    ``name`` names the branch of the run the batch starts (``take``: taken from the branch
-    that holds it), when the batch is written below ``name_below`` (ANY_HEAD: wherever it
-    is); a batch written there that starts no run, or a name refused, writes nothing.
+    ``name`` names the branch the batch is written on (``take``: taken from the branch that
+    holds it), when it is written at ``name_below`` (ANY_HEAD: wherever it is): the branch
+    its first new run starts, or continues; a name refused writes nothing.
 
     ``usage`` is added to the tokens of the run the batch counts for: the run its first user
     message starts, else ``owner`` (the run of the Runner call writing it, when that run is
@@ -355,8 +355,8 @@ def append(
         yield from count_rows(session_id, tally)
     elif tally.changed:
         yield from set_head(session_id, last_id, now, tally)
-    if starts is not None:  # the session's first run, a root
-        yield from name_new_branch(session_id, _started(head, plan), starts)
+    if starts is not None:  # the session's first run, a root: the batch's first run
+        yield from name_new_branch(session_id, plan.runs[0].written_id, starts)
     elif name is not None and name_below in (ANY_HEAD, head.id):
         yield from _name_started(session_id, head, plan, name, take)
     if telemetry:
@@ -372,23 +372,16 @@ def append(
     return plan.credited.id
 
 
-def _started(head: Head, plan: Plan) -> int:
-    """The id of the first run ``plan`` wrote, a child of ``head`` (or a root)."""
-    if plan.started is None:
-        raise InvalidOperationError(
-            f"the batch starts no run (its items join run {head.id}, where it is written), "
-            "so it has no branch of its own to name: nothing was written"
-        )
-    return plan.started.written_id
-
-
 def _name_started(session_id: str, head: Head, plan: Plan, name: str, take: bool) -> Op[None]:
-    """Name ``name`` the branch of the run the batch started below ``head``."""
-    started = _started(head, plan)
-    if head.id is None or head.has_children:  # a root or a younger child: a fork run
-        yield from name_new_branch(session_id, started, name, take=take)
-    else:  # the head's first child continues the head's branch, which takes the name
-        yield from name_run_branch(session_id, started, name, take=take)
+    """Name ``name`` the branch the batch is written on at ``head``."""
+    if plan.started is not None and (head.id is None or head.has_children):
+        # A root or a younger child: the fork run of a branch of its own.
+        yield from name_new_branch(session_id, plan.started.written_id, name, take=take)
+    else:
+        # The head's first child continues the head's branch, which takes the name; so do
+        # items that join the head, a leaf (its children gone since the name was chosen: a
+        # write refused there would lose a Runner call's output), as its first child would.
+        yield from name_run_branch(session_id, plan.last.written_id, name, take=take)
 
 
 def _open_calls(session_id: str, batch: Sequence[PreparedItem]) -> Op[dict[str, int]]:

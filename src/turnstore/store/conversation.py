@@ -44,16 +44,16 @@ class ConversationMixin(StoreBase):
         session pinned to its own branch (``StructuredSession(branch=)``). In a session
         without runs a name names the branch the batch starts.
 
-        ``name`` names the branch of the run the batch starts (its first new run: a root, or
-        a younger child of a run that has children, starts a branch of its own; a first child
-        continues its parent's branch, which takes the name) in the batch's own transaction,
-        as ``name_branch`` would name it: a name another branch holds is refused, or with
-        ``take`` moves to this one. ``name_below`` (a run id, or None: an empty path) names
-        it only when the batch is written below that run: where the head (or ``branch``'s
-        end) was when the name was chosen (``StructuredSession.create_branch_from_turn``), so
-        that a batch another writer's move sent elsewhere is stored unnamed. A batch written
-        there that starts no run (no items, or items that join the run it is written at) is
-        refused with its name, and a refused name writes nothing: the batch and its name are
+        ``name`` names the branch the batch is written on (its first new run: a root, or a
+        younger child of a run that has children, starts a branch of its own; a first child,
+        or items that join a leaf, continue that run's branch, which takes the name) in the
+        batch's own transaction, as ``name_branch`` would name it: a name another branch holds
+        is refused, or with ``take`` moves to this one. ``name_below`` (a run id, or None: an
+        empty path) names it only when the batch is written below that run: where the head
+        (or ``branch``'s end) was when the name was chosen
+        (``StructuredSession.create_branch_from_turn``), so that a batch another writer's move
+        sent elsewhere is stored unnamed. A batch of no items has no branch to name and is
+        refused with a name, and a refused name writes nothing: the batch and its name are
         stored together or not at all. ``take`` and ``name_below`` need ``name``.
 
         ``usage`` is added to the tokens of the run the batch counts for, and that run's id is
