@@ -45,6 +45,7 @@ from support import (  # noqa: E402
     TARGET_BACKENDS,
     database_target,
     drop_schema,
+    emptied_schema,
     require_postgres,
 )
 from turnstore import Store  # noqa: E402
@@ -82,9 +83,8 @@ def db_target(
         yield POSTGRES_URL, {"schema": schema}
         drop_schema(schema)
     else:
-        schema = SCHEMAS.take()
-        yield POSTGRES_URL, {"schema": schema}
-        SCHEMAS.give_back(schema)
+        with emptied_schema() as schema:
+            yield POSTGRES_URL, {"schema": schema}
 
 
 @pytest.fixture(autouse=True, scope="session")

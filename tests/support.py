@@ -158,6 +158,24 @@ def database_target(backend: str, directory: Path) -> Iterator[str]:
         drop_schema(schema)
 
 
+@contextmanager
+def emptied_schema() -> Iterator[str]:
+    """A PostgreSQL schema holding turnstore's tables and no rows (tests/schemapool.py), given
+    back for reuse afterwards; a new one, dropped afterwards, where no pool is kept (Citus)."""
+    if SCHEMAS is None:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        try:
+            yield schema
+        finally:
+            drop_schema(schema)
+        return
+    schema = SCHEMAS.take()
+    try:
+        yield schema
+    finally:
+        SCHEMAS.give_back(schema)
+
+
 def target_exists(target: str) -> bool:
     """Whether anything was created at ``target``: the SQLite file, or the Postgres schema."""
     if "://" not in target:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from builders import assistant, user
-from support import POSTGRES_URL, sql
+from support import POSTGRES_URL, emptied_schema, sql
 from turnstore import (
     InvalidOperationError,
     OutcomeUnknownError,
@@ -144,22 +144,17 @@ async def pg_store(proxy: Any) -> AsyncIterator[Store]:
     A write that then waited for the pool to settle its lost commit would hang for 60 s; the
     tests bound every write at 20 s instead.
     """
-    import uuid
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    store = Store.open(
-        proxy.url(proxy.database, proxy.user),
-        schema=schema,
-        max_size=1,
-        pool_timeout=60,
-        connect_timeout=3,
-        connect_kwargs={"prepare_threshold": None},
-    )
-    yield store
-    await store.aclose()
-    from support import drop_schema
-
-    drop_schema(schema)
+    with emptied_schema() as schema:
+        store = Store.open(
+            proxy.url(proxy.database, proxy.user),
+            schema=schema,
+            max_size=1,
+            pool_timeout=60,
+            connect_timeout=3,
+            connect_kwargs={"prepare_threshold": None},
+        )
+        yield store
+        await store.aclose()
 
 
 FAULTS = ["before_commit", "after_commit", "mid_pipeline"]
@@ -299,13 +294,12 @@ async def test_a_cut_commit_is_settled_while_the_pool_has_no_connection_to_give(
     """A write whose COMMIT was cut off is settled on a connection of its own: the pool's one
     connection, replaced, has gone to the next writer in line, which waits for a lock; through
     the pool, the settling would wait for it (here: for good)."""
-    import uuid
-
     from psycopg_pool import AsyncConnectionPool
 
     from turnstore.postgres import PostgresBackend
 
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    given_back = contextlib.ExitStack()
+    schema = given_back.enter_context(emptied_schema())
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         proxy.url(proxy.database, proxy.user),
         min_size=1,
@@ -338,9 +332,7 @@ async def test_a_cut_commit_is_settled_while_the_pool_has_no_connection_to_give(
             await holder.close()
         await store.aclose()
         await pool.close()
-        from support import drop_schema
-
-        drop_schema(schema)
+        given_back.close()
 
 
 # ---------------------------------------------------------------------------------------------
