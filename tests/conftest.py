@@ -38,6 +38,7 @@ pytest.register_assert_rewrite(
 )
 
 from faultproxy import FaultProxy  # noqa: E402
+from schemapool import tidy_catalogue  # noqa: E402
 from support import (  # noqa: E402
     BACKENDS,
     POSTGRES_URL,
@@ -85,6 +86,12 @@ def db_target(
     else:
         with emptied_schema() as schema:
             yield POSTGRES_URL, {"schema": schema}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Once per run, before any test (in pytest-xdist's controller, not in its workers)."""
+    if SCHEMAS is not None and not hasattr(config, "workerinput"):
+        tidy_catalogue(POSTGRES_URL)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -77,10 +77,16 @@ async def test_a_reused_schema_is_empty_and_numbers_from_one(pool: SchemaPool) -
         "CREATE VIEW mine AS SELECT 1 AS one",
         "ALTER TABLE runs ALTER COLUMN user_message SET DEFAULT 'x'",
         "DELETE FROM turnstore_schema WHERE version = (SELECT max(version) FROM turnstore_schema)",
+        "GRANT SELECT ON items TO PUBLIC",
+        "CREATE FUNCTION mine() RETURNS int LANGUAGE sql AS 'SELECT 1'",
     ],
 )
 async def test_a_schema_a_test_changed_is_dropped_not_reused(pool: SchemaPool, change: str) -> None:
+    # Given back once unchanged first: then it is the stamp that sees the change.
     schema = pool.take()
+    Store.open(POSTGRES_URL, schema=schema).close()
+    pool.give_back(schema)
+    assert pool.take() == schema
     store = Store.open(POSTGRES_URL, schema=schema)
     await sql(store, change, write=True)
     store.close()
