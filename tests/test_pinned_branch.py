@@ -24,6 +24,7 @@ from turnstore import (
     ConflictError,
     InvalidOperationError,
     NotFoundError,
+    RunNotFoundError,
     StorageError,
     Store,
     StructuredSession,
@@ -738,3 +739,26 @@ async def test_a_write_that_joins_the_branching_run_after_its_children_went_is_k
     items = await session.get_items()
     assert items[8]["id"] == "m-kept"
     assert _asked(items) == ["q1", "q2", "q3 again"]
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_branching_from_a_turn_counts_along_the_object_s_course(
+    store: Store, pinned: bool
+) -> None:
+    # After a rewind to turn 2 the object's course is q1, q2: it has no turn 5 to branch
+    # from, pinned or not (a pinned one counted along its branch's whole old course, and its
+    # next question went below q4, which it no longer showed), and nothing changes.
+    session = StructuredSession("s", store, branch="main" if pinned else None)
+    for tag in ("q1", "q2", "q3", "q4", "q5"):
+        await session.add_items(run_items(tag))
+    if not pinned:
+        await session.name_branch("main")
+    await session.rewind(Turn(3))
+    with pytest.raises(RunNotFoundError, match=r"turn[: ]5"):
+        await session.create_branch_from_turn(5, "b")
+    assert _asked(await session.get_items()) == ["q1", "q2"]
+    await session.create_branch_from_turn(2, "b")
+    await session.add_items(run_items("q2b"))
+    assert (await _names(store))["b"] == ["q1", "q2b"]
+    assert (await _names(store))["main"] == ["q1", "q2", "q3", "q4", "q5"]
+    assert session.branch == ("b" if pinned else None)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.lock import ANY_HEAD
 from ..domain import validate
 from ..domain.model import Branch, Run, ToolCall
 from ..domain.turns import BranchRef, Turn, branch_ref, turn_number
@@ -105,6 +106,8 @@ class BranchingMixin:
             self, run_id: int | Turn, *, expected_head: ExpectedHead = ...
         ) -> None: ...
 
+        async def _pinned_course(self, store: Store, expected_head: ExpectedHead) -> list[Run]: ...
+
     async def list_branches(self) -> list[Branch]:
         """Every branch, oldest first, each with ``message_count`` and ``user_turns`` (as
         AdvancedSQLiteSession's ``list_branches``; ``active`` is its ``is_current``)."""
@@ -112,9 +115,10 @@ class BranchingMixin:
         return await store.branches(self.session_id)
 
     async def create_branch_from_turn(self, turn: int, branch_name: str | None = None) -> str:
-        """Start a branch before turn ``turn`` of the active path, so that it can be asked
-        again: the head moves to the turn above it, and this object's next write (the new
-        question) starts the branch, named ``branch_name`` (default
+        """Start a branch before turn ``turn`` of the active path (a pinned object's course:
+        its branch, or where its rewind left it), so that it can be asked again: the head
+        moves to the turn above it, and this object's next write (the new question) starts
+        the branch, named ``branch_name`` (default
         ``branch_from_turn_N_<time>``) in that write's own transaction. Returns the name. As
         AdvancedSQLiteSession's, the name must not be another branch's
         (``InvalidOperationError``: here, or from that write, which then writes nothing, if
@@ -145,9 +149,12 @@ class BranchingMixin:
                     "an object pinned to a branch branches from turn 2 on (turn 1 has no run "
                     "above it to write below)"
                 )
-            runs = await store.runs(self.session_id, branch=self._branch)
+            # Its course as it reads it: moved back by a rewind (its pending branch), if so.
+            runs = await self._pinned_course(store, ANY_HEAD)
             if len(runs) < turn:
-                raise RunNotFoundError(f"branch {self._branch!r} has no turn {turn}")
+                raise RunNotFoundError(
+                    f"this object's course on branch {self._branch!r} has no turn {turn}"
+                )
             head = runs[turn - 2].id
         self._pending_branch = PendingBranch(branch_name, head)
         return branch_name
