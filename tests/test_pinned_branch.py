@@ -762,3 +762,39 @@ async def test_branching_from_a_turn_counts_along_the_object_s_course(
     assert (await _names(store))["b"] == ["q1", "q2b"]
     assert (await _names(store))["main"] == ["q1", "q2", "q3", "q4", "q5"]
     assert session.branch == ("b" if pinned else None)
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_branching_from_a_turn_cancelled_anywhere_moves_both_or_neither(
+    store: Store, pinned: bool
+) -> None:
+    # A cancellation at each step of the event loop in turn: the object's next write starts
+    # "alt" below q2 (it moved, and the name waits for that write), or it moved nothing and
+    # the write continues "main". Never moved without the name: an unnamed run below q2,
+    # and create_branch_from_turn(3) refused when tried again (the path is two turns long).
+    outcomes = set()
+    step, ended = 0, False
+    while not ended:
+        step += 1
+        sid = f"s{step}"
+        session = StructuredSession(sid, store, branch="main" if pinned else None)
+        for tag in ("q1", "q2", "q3"):
+            await session.add_items(run_items(tag))
+        if not pinned:
+            await session.name_branch("main")
+        branching = asyncio.ensure_future(session.create_branch_from_turn(3, "alt"))
+        for _ in range(step):
+            await asyncio.sleep(0)
+        ended = branching.done()
+        branching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # none once it has ended
+            await branching
+        await session.add_items(run_items("q3 again"))
+        names = await _names(store, sid)
+        moved = "alt" in names
+        outcomes.add(moved)
+        if moved:
+            assert names == BRANCHED
+        else:
+            assert names == {"main": ["q1", "q2", "q3", "q3 again"]}
+    assert outcomes == {False, True}  # both ends were reached

@@ -8,12 +8,14 @@ active path) where AdvancedSQLiteSession takes ``branch_id=``, and returns what 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.lock import ANY_HEAD
+from ..core.ops import finish_write
 from ..domain import validate
 from ..domain.model import Branch, Run, ToolCall
 from ..domain.turns import BranchRef, Turn, branch_ref, turn_number
@@ -102,10 +104,6 @@ class BranchingMixin:
 
         async def _ready(self) -> Store: ...
 
-        async def rewind(
-            self, run_id: int | Turn, *, expected_head: ExpectedHead = ...
-        ) -> None: ...
-
         async def _pinned_course(self, store: Store, expected_head: ExpectedHead) -> list[Run]: ...
 
     async def list_branches(self) -> list[Branch]:
@@ -140,9 +138,18 @@ class BranchingMixin:
                 f"session {self.session_id!r} already has a branch named {branch_name!r}"
             )
         if self._branch is None:
-            await self.rewind(Turn(turn))
-            info = await store.session(self.session_id)
-            head = None if info is None else info.head_run_id
+            # The head it moved to, read in the move's transaction (another writer may move it
+            # next); a cancellation during the move, raised once it is stored (finish_write),
+            # still leaves the name waiting for the next write (the move is not asked again).
+            move = asyncio.ensure_future(
+                store.move_head(self.session_id, Turn(turn), to_parent=True)
+            )
+            try:
+                head = await finish_write(move)
+            except asyncio.CancelledError:
+                if not move.cancelled():
+                    self._pending_branch = PendingBranch(branch_name, move.result())
+                raise
         else:  # a pinned object: its next write goes below that turn, the head stays
             if turn == 1:
                 raise InvalidOperationError(
