@@ -798,3 +798,17 @@ async def test_branching_from_a_turn_cancelled_anywhere_moves_both_or_neither(
         else:
             assert names == {"main": ["q1", "q2", "q3", "q3 again"]}
     assert outcomes == {False, True}  # both ends were reached
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+async def test_a_switch_after_branching_drops_the_name_it_left_pending(
+    store: Store, pinned: bool
+) -> None:
+    # create_branch_from_turn(3, "alt"), then back to "main" before writing: the branch is
+    # given up. A question asked later below q2 again (a rewind) is not named "alt", pinned
+    # or not (an object without branch= kept the name, and named that question with it).
+    session = await _branched(store, "s", pinned=pinned)
+    await session.switch_to_branch("main")
+    await session.rewind(Turn(3))
+    await session.add_items(run_items("q3 later"))
+    assert "alt" not in await _names(store)

@@ -545,10 +545,22 @@ class StructuredSession(PinningMixin):
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
         """Move the head to the newest run of the branch called ``name`` (as
         AdvancedSQLiteSession's ``switch_to_branch``); the next message continues it. On an
-        object pinned to a branch, the pin moves instead and the head stays."""
+        object pinned to a branch, the pin moves instead and the head stays. A branch
+        ``create_branch_from_turn`` left unwritten is given up."""
         store = await self._ready()
         if self._branch is None:
-            return await store.switch_to_branch(self.session_id, name, expected_head=expected_head)
+            switch = asyncio.ensure_future(
+                store.switch_to_branch(self.session_id, name, expected_head=expected_head)
+            )
+            try:
+                head = await finish_write(switch)
+            except asyncio.CancelledError:  # raised only once the switch is stored
+                if not switch.cancelled():
+                    self._pending_branch = None
+                raise
+            # Else a later move back there (a rewind) would name its question so.
+            self._pending_branch = None
+            return head
         name = validate.branch_name(name)
         runs = await store.runs(self.session_id, branch=name)  # NotFoundError: no such branch
         self._branch, self._pending_branch = name, None
