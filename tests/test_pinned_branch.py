@@ -812,3 +812,27 @@ async def test_a_switch_after_branching_drops_the_name_it_left_pending(
     await session.rewind(Turn(3))
     await session.add_items(run_items("q3 later"))
     assert "alt" not in await _names(store)
+
+
+async def test_a_pinned_object_s_turns_after_branching_are_those_of_its_course(
+    store: Store, tmp_path: Path
+) -> None:
+    # After create_branch_from_turn(3) an object's turns, tools and turn usage are those of
+    # the course it reads (get_items: q1, q2), as AdvancedSQLiteSession's are of the branch
+    # it made; a pinned object read its branch's whole old course (turn 3 too).
+    sdk = AdvancedSQLiteSession(
+        session_id="s", db_path=str(tmp_path / "sdk.db"), create_tables=True
+    )
+    pinned = StructuredSession("s", store, branch="main")
+    for tag in ("q1", "q2", "q3"):
+        await sdk.add_items(run_items(tag))  # type: ignore[arg-type]
+        await pinned.add_items(run_items(tag))
+    await sdk.create_branch_from_turn(3, "alt")
+    await pinned.create_branch_from_turn(3, "alt")
+    for found in (await pinned.get_conversation_turns(), await pinned.find_turns_by_content("q")):
+        assert [(turn["turn"], turn["full_content"]) for turn in found] == [(1, "q1"), (2, "q2")]
+    for theirs in (await sdk.get_conversation_turns(), await sdk.find_turns_by_content("q")):
+        assert [(turn["turn"], turn["full_content"]) for turn in theirs] == [(1, "q1"), (2, "q2")]
+    assert await pinned.get_tool_usage() == await sdk.get_tool_usage()
+    # A named branch is read whole, as before.
+    assert len(await pinned.get_conversation_turns("main")) == 3

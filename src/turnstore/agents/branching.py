@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,12 @@ class BranchingMixin:
 
         async def _pinned_course(self, store: Store, expected_head: ExpectedHead) -> list[Run]: ...
 
+        def _pinned_end(self) -> BranchRef | None: ...
+
+        def _at_end(
+            self, store: Store, at_end: bool = True
+        ) -> AbstractAsyncContextManager[None]: ...
+
     async def list_branches(self) -> list[Branch]:
         """Every branch, oldest first, each with ``message_count`` and ``user_turns`` (as
         AdvancedSQLiteSession's ``list_branches``; ``active`` is its ``is_current``)."""
@@ -191,7 +198,9 @@ class BranchingMixin:
 
     async def _branch_view(self, branch: BranchRef | None) -> _BranchView:
         store = await self._ready()
-        where = self._branch if branch is None else branch_ref(branch)
+        # None: the course get_items reads (a pinned object's, moved back by a rewind or
+        # create_branch_from_turn, as AdvancedSQLiteSession's is the branch it made).
+        where = self._pinned_end() if branch is None else branch_ref(branch)
         every = await store.branches(self.session_id)
         through: int | None = None
         if isinstance(where, str):
@@ -201,7 +210,8 @@ class BranchingMixin:
             through = named[0].leaf_run_id
         elif where is not None:
             through = where
-        view = await store.path_view(self.session_id, through=through, start=0, limit=NO_LIMIT)
+        async with self._at_end(store, branch is None):
+            view = await store.path_view(self.session_id, through=through, start=0, limit=NO_LIMIT)
         runs = view.runs
         if isinstance(where, int):  # the path to that run, not below it
             depth = next(run.depth for run in runs if run.id == where)
