@@ -154,7 +154,7 @@ class BranchingMixin:
             try:
                 head = await finish_write(move)
             except asyncio.CancelledError:
-                if not move.cancelled():
+                if not move.cancelled() and move.exception() is None:
                     self._pending_branch = PendingBranch(branch_name, move.result())
                 raise
         else:  # a pinned object: its next write goes below that turn, the head stays

@@ -555,7 +555,7 @@ class StructuredSession(PinningMixin):
             try:
                 head = await finish_write(switch)
             except asyncio.CancelledError:  # raised only once the switch is stored
-                if not switch.cancelled():
+                if not switch.cancelled() and switch.exception() is None:
                     self._pending_branch = None
                 raise
             # Else a later move back there (a rewind) would name its question so.
