@@ -618,3 +618,65 @@ async def test_a_sessions_first_write_cancelled_during_its_adoption_is_stored(
     with pytest.raises(asyncio.CancelledError):
         task.result()
     assert await store.get_items("s") == SESSION_WRITTEN[write]
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue fields a session's first write carries: marked written once that write is stored
+
+
+async def test_a_first_write_cancelled_while_it_waits_stores_its_catalogue_fields(
+    held: tuple[Store, StructuredSession, list[int], _Hold],
+) -> None:
+    store, _session, _runs, hold = held
+    session = StructuredSession("s", store, title="Kept", user_id="u1")
+    task = asyncio.ensure_future(session.add_items([user("q3")]))
+    await asyncio.wait_for(hold.entered.wait(), 30)
+    task.cancel()
+    await hold.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    info = await store.session("s")
+    assert info is not None
+    assert (info.title, info.user_id) == ("Kept", "u1")
+
+
+def test_a_first_write_given_up_as_its_loop_ends_sends_its_catalogue_fields_again(
+    open_store: Callable[[], Store],
+) -> None:
+    """``asyncio.run`` ending with a session's write pending cancels every task, the write's
+    own too: here before it started, so nothing is stored, and the session's next write
+    carries the constructor's fields. Before, the fields were marked written anyway: the
+    title and user were never stored."""
+    store = open_store()
+    session = StructuredSession("s", store, title="Kept", user_id="u1")
+
+    async def ends_with_the_write_pending() -> asyncio.Future[None]:
+        await session.get_items()  # adopted: the write task is made at the task's first step
+        return asyncio.ensure_future(session.add_items([user("q1")]))
+
+    assert asyncio.run(ends_with_the_write_pending()).cancelled()
+    assert asyncio.run(store.get_items("s")) == []
+    asyncio.run(session.add_items([user("q2")]))
+    info = asyncio.run(store.session("s"))
+    assert info is not None
+    assert (info.title, info.user_id) == ("Kept", "u1")
+
+
+async def test_set_info_cancelled_while_it_waits_is_not_undone_by_the_next_write(
+    held: tuple[Store, StructuredSession, list[int], _Hold],
+) -> None:
+    """``set_info`` writes the constructor's fields not written yet with its own: stored,
+    they are not sent again. Before, a cancellation (raised once it was stored) left them
+    to send, and the next write put the constructor's title back over the new one."""
+    store, _session, _runs, hold = held
+    session = StructuredSession("s", store, title="Old")
+    task = asyncio.ensure_future(session.set_info(title="New"))
+    await asyncio.wait_for(hold.entered.wait(), 30)
+    task.cancel()
+    await hold.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await session.add_items([user("q3")])
+    info = await store.session("s")
+    assert info is not None
+    assert info.title == "New"

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ..core.history import ANY_HEAD, ExpectedHead
-from ..core.ops import finish_write
+from ..core.ops import StoredCancellation, finish_write, noting_stored
 from ..domain import validate
 from ..domain.model import (
     Annotation,
@@ -254,28 +254,39 @@ class StructuredSession(PinningMixin):
         # Items start the branch create_branch_from_turn (or a pinned rewind) left pending,
         # named in the write's own transaction; usage alone starts none.
         info, pending = self._pending_info, self._pending_branch if items else None
+        stored = False
+
+        def note_stored() -> None:
+            nonlocal stored
+            stored = True
+            self._written(info, pending)
+
+        # A task of its own, shielded by finish_write: a cancellation of this caller while it
+        # waits is held until it is stored. What it carried is marked written exactly when it
+        # is stored (noting_stored): a loop shutting down cancels this task too, and then may
+        # store nothing, and the fields and telemetry go with the next write.
         write = asyncio.ensure_future(
-            store.add_items(
-                self.session_id,
-                items,
-                delta,
-                info=info,
-                telemetry=telemetry,
-                owner=call.run_id if call is not None else None,
-                branch=end,
-                name=None if pending is None else pending.name,
-                take=pending is not None and pending.take,
-                name_below=ANY_HEAD if pending is None else pending.parent_id,
+            noting_stored(
+                lambda: store.add_items(
+                    self.session_id,
+                    items,
+                    delta,
+                    info=info,
+                    telemetry=telemetry,
+                    owner=call.run_id if call is not None else None,
+                    branch=end,
+                    name=None if pending is None else pending.name,
+                    take=pending is not None and pending.take,
+                    name_below=ANY_HEAD if pending is None else pending.parent_id,
+                ),
+                note_stored,
             )
         )
         try:
             async with self._at_end(store):
                 run_id = await finish_write(write)
-        except asyncio.CancelledError:  # raised only once the write is stored (finish_write)
-            self._written(info, None if write.cancelled() else pending)
-            raise
         except BaseException:
-            if telemetry is not None and self._recorder is not None:
+            if not stored and telemetry is not None and self._recorder is not None:
                 self._recorder.restore(telemetry)
             raise
         if call is not None:
@@ -284,7 +295,6 @@ class StructuredSession(PinningMixin):
             if run_id is not None:
                 call.run_id = run_id
         binding.note_run(self.session_id, run_id)
-        self._written(info, pending)
 
     def _written(self, info: SessionPatch | None, pending: PendingBranch | None = None) -> None:
         """A write stored: the catalogue fields ``info`` and the branch ``pending`` it named."""
@@ -401,7 +411,11 @@ class StructuredSession(PinningMixin):
             metadata=given.metadata if given.metadata is not None else pending.metadata,
         )
         store = await self._ready()
-        result = await store.patch_session(self.session_id, merged)
+        try:
+            result = await store.patch_session(self.session_id, merged)
+        except StoredCancellation:  # stored: else the next write would put them back
+            self._pending_info = None
+            raise
         self._pending_info = None
         return result
 

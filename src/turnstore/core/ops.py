@@ -42,12 +42,14 @@ __all__ = [
     "Op",
     "Query",
     "Statement",
+    "StoredCancellation",
     "Unchanged",
     "Value",
     "Values",
     "finish_write",
     "forked_away",
     "last",
+    "noting_stored",
     "step",
     "supports",
     "utc",
@@ -404,14 +406,25 @@ def utc(when: datetime) -> datetime:
     return when.astimezone(timezone.utc)
 
 
+class StoredCancellation(asyncio.CancelledError):
+    """The cancellation ``finish_write`` held until its write was stored, raised then.
+
+    A plain ``CancelledError`` out of a task that runs a write may be the write's own (a loop
+    shutting down cancels every task, the write's too, which then stores nothing): this one
+    says the write is stored. It reaches only code awaiting the write in the same task; a
+    task's awaiter gets a plain ``CancelledError`` (``noting_stored`` tells them apart).
+    """
+
+
 async def finish_write(write: Awaitable[T]) -> T:
     """Await ``write`` to its end, even when the caller is cancelled meanwhile.
 
     Every backend's ``run(..., write=True)`` goes through here. A cancellation (a task's
     ``cancel()``, a ``wait_for`` timeout) that arrives while a write runs or waits for a lock
-    is held back until the write has committed (it then propagates, so a ``CancelledError``
-    from a write means the write is stored) or failed (its error propagates instead): a write
-    that has started is never dropped nor left running behind the caller's back.
+    is held back until the write has committed (it then propagates as ``StoredCancellation``,
+    so a ``CancelledError`` from a write means the write is stored) or failed (its error
+    propagates instead): a write that has started is never dropped nor left running behind
+    the caller's back.
     """
     task = asyncio.ensure_future(write)
     cancelled: asyncio.CancelledError | None = None
@@ -420,11 +433,25 @@ async def finish_write(write: Awaitable[T]) -> T:
             result = await asyncio.shield(task)
             break
         except asyncio.CancelledError as exc:
-            if task.done():  # the write itself was cancelled (its loop is shutting down)
+            if task.cancelled():  # the write itself was cancelled (its loop is shutting down)
                 raise
-            cancelled = exc
+            cancelled = exc  # a write that ended meanwhile: its outcome, at the next await
     if cancelled is not None:
-        raise cancelled
+        raise StoredCancellation(*cancelled.args)
+    return result
+
+
+async def noting_stored(write: Callable[[], Awaitable[T]], stored: Callable[[], None]) -> T:
+    """``write()``, a write awaited in this task (for a write run as a task of its own, whose
+    ``CancelledError`` does not say whether it was stored), calling ``stored()`` once it is
+    stored: when it returns, or raises ``StoredCancellation``. A task cancelled before it
+    started never calls ``write``, so nothing is stored and ``stored`` is not called."""
+    try:
+        result = await write()
+    except StoredCancellation:
+        stored()
+        raise
+    stored()
     return result
 
 
