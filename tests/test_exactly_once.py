@@ -24,11 +24,12 @@ from support import POSTGRES_URL, emptied_schema, sql
 from turnstore import (
     InvalidOperationError,
     OutcomeUnknownError,
+    StorageError,
     Store,
     StructuredSession,
     new_operation_id,
 )
-from turnstore.core import once
+from turnstore.core import once, ops
 
 TURNS = [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
 
@@ -337,6 +338,27 @@ async def test_a_cut_commit_is_settled_while_the_pool_has_no_connection_to_give(
 
 # ---------------------------------------------------------------------------------------------
 # Cancellation: a write that has started is stored before the cancellation propagates
+
+
+async def test_a_write_that_fails_as_its_caller_is_cancelled_raises_its_error() -> None:
+    # The write ends in error after its caller's cancel() reached the shielded wait but
+    # before the caller ran again: the caller gets the write's error, since a CancelledError
+    # from a write says that it is stored (a session then forgets what it had to write).
+    gate = asyncio.Event()
+
+    async def failing() -> None:
+        await gate.wait()
+        raise StorageError("the write failed")
+
+    write = asyncio.ensure_future(failing())
+    caller = asyncio.ensure_future(ops.finish_write(write))
+    await asyncio.sleep(0)  # the caller waits on the write
+    gate.set()
+    await asyncio.sleep(0)  # the write fails; the caller has not run since
+    assert write.done()
+    caller.cancel()
+    with pytest.raises(StorageError, match="the write failed"):
+        await caller
 
 
 class _Hold:
