@@ -12,19 +12,17 @@ the line's arm did.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from builders import assistant, history, user
 from chains import build_chain
 from support import sql
 from turnstore import Store
 from turnstore.core import statements as S
-from writes import WRITES, ids, tree_runs
+from writes import PLAYED, STEPS, Step, ids, tree_runs
 
 LINE, WALK = "line", "walk"
 
@@ -260,21 +258,10 @@ async def test_runs_not_counted_are_walked(store: Store) -> None:
 # Any sequence of writes (tests/writes.py): the read is the walk's
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    steps=st.lists(
-        st.tuples(st.sampled_from(WRITES), st.sampled_from("ab"), st.integers(0, 50)),
-        min_size=1,
-        max_size=14,
-    )
-)
+@PLAYED
+@given(steps=STEPS)
 def test_the_read_is_the_walks_after_any_writes(
-    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store],
-    steps: list[tuple[Callable[[Store, str, int], Awaitable[None]], str, int]],
+    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store], steps: list[Step]
 ) -> None:
     loop, store = shared_loop_store
     prefix = f"p{next(ids)}-"

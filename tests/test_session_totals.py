@@ -6,38 +6,25 @@ add up to, computed from scratch, on every backend."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from builders import user
 from catalogue import assert_kept, kept
 from support import sql
 from turnstore import Store, Usage
-from writes import WRITES, add_runs, below_in_progress, ids, question, tool_turn
+from writes import PLAYED, STEPS, Step, add_runs, below_in_progress, ids, question, tool_turn
 
 # ---------------------------------------------------------------------------------------------
 # Every kind of write (tests/writes.py), as random sequences on two sessions
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(
-    steps=st.lists(
-        st.tuples(st.sampled_from(WRITES), st.sampled_from("ab"), st.integers(0, 50)),
-        min_size=1,
-        max_size=14,
-    )
-)
+@PLAYED
+@given(steps=STEPS)
 def test_the_totals_are_what_the_rows_add_up_to_after_any_writes(
-    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store],
-    steps: list[tuple[Callable[[Store, str, int], Awaitable[None]], str, int]],
+    shared_loop_store: tuple[asyncio.AbstractEventLoop, Store], steps: list[Step]
 ) -> None:
     loop, store = shared_loop_store
     prefix = f"t{next(ids)}-"

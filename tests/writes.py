@@ -9,6 +9,9 @@ import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
 from builders import assistant, call, output, span_record, user
 from catalogue import SDK_ERROR as FAILED_OUTPUT
 from turnstore import NewRun, Store, Usage
@@ -125,3 +128,18 @@ WRITES: list[Callable[[Store, str, int], Awaitable[None]]] = [
     below_in_progress,
     clear,
 ]
+
+# A step: a write, the session it goes to ("a" or "b"), its n.
+Step = tuple[Callable[[Store, str, int], Awaitable[None]], str, int]
+# Random sequences of them, and how a property test that plays them is run (one store and loop
+# for every example: shared_loop_store).
+STEPS = st.lists(
+    st.tuples(st.sampled_from(WRITES), st.sampled_from("ab"), st.integers(0, 50)),
+    min_size=1,
+    max_size=14,
+)
+PLAYED = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
