@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -501,6 +502,19 @@ def mutation(request: pytest.FixtureRequest) -> tuple[Mutation, Check]:
     return MUTATIONS[request.param]
 
 
+needs_311 = pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="asyncio.timeout and TaskGroup are Python 3.11's"
+)
+
+
+async def _release_when_entered(hold: _Hold) -> None:
+    """Release ``hold`` a while after its write waits: a 0.05 s timer set before, on this
+    loop, has fired by then."""
+    await asyncio.wait_for(hold.entered.wait(), 30)
+    await asyncio.sleep(0.5)
+    await hold.release()
+
+
 async def test_a_write_cancelled_while_it_waits_is_stored_before_the_cancellation(
     held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
 ) -> None:
@@ -531,6 +545,50 @@ async def test_a_write_timed_out_by_wait_for_is_stored_before_the_timeout(
         await asyncio.wait_for(mutate(store, session, runs), 0.05)
     assert hold.released  # the timeout came out only once the write could, and did, end
     await releaser
+    await check(store, runs)
+
+
+@needs_311
+async def test_a_write_timed_out_by_asyncio_timeout_raises_timeout_error_once_stored(
+    held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
+) -> None:
+    """``asyncio.timeout`` turns the cancellation it caused into ``TimeoutError`` only when
+    it is a ``CancelledError`` itself (Python 3.11 compares the type with ``is``): the held
+    cancellation a write raises once stored must be that, not a subclass, or the caller gets
+    a ``CancelledError`` out of the ``async with`` and its task ends cancelled."""
+    (store, session, runs, hold), (mutate, check) = held, mutation
+    releaser = asyncio.ensure_future(_release_when_entered(hold))
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await mutate(store, session, runs)
+    assert hold.released
+    await releaser
+    await check(store, runs)
+
+
+@needs_311
+async def test_a_task_group_whose_sibling_fails_during_a_write_raises_only_that_error(
+    held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
+) -> None:
+    """A ``TaskGroup`` cancels its body when a child fails, and leaves that cancellation out
+    of its ``ExceptionGroup`` only when it is a ``CancelledError`` itself (Python 3.11): a
+    write in the body, stored before the cancellation reaches it, must not add one."""
+    (store, session, runs, hold), (mutate, check) = held, mutation
+
+    async def fails_once_the_write_waits() -> None:
+        await _release_when_entered(hold)
+        raise ValueError("sibling")
+
+    async def in_a_group() -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(fails_once_the_write_waits())
+            await mutate(store, session, runs)
+
+    # An ExceptionGroup (a builtin of Python 3.11); a cancellation in it would make it a
+    # BaseExceptionGroup, not an Exception.
+    with pytest.raises(Exception, match="unhandled errors in a TaskGroup") as raised:
+        await in_a_group()
+    assert [type(error) for error in raised.value.exceptions] == [ValueError]
     await check(store, runs)
 
 

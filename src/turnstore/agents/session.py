@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from ..core.history import ANY_HEAD, ExpectedHead
-from ..core.ops import StoredCancellation, finish_write, noting_stored
+from ..core.ops import finish_write, noting_stored, stored_cancellation
 from ..domain import validate
 from ..domain.model import (
     Annotation,
@@ -413,8 +413,9 @@ class StructuredSession(PinningMixin):
         store = await self._ready()
         try:
             result = await store.patch_session(self.session_id, merged)
-        except StoredCancellation:  # stored: else the next write would put them back
-            self._pending_info = None
+        except asyncio.CancelledError as cancelled:
+            if stored_cancellation(cancelled):  # stored: else the next write puts them back
+                self._pending_info = None
             raise
         self._pending_info = None
         return result

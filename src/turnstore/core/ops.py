@@ -42,7 +42,6 @@ __all__ = [
     "Op",
     "Query",
     "Statement",
-    "StoredCancellation",
     "Unchanged",
     "Value",
     "Values",
@@ -51,6 +50,7 @@ __all__ = [
     "last",
     "noting_stored",
     "step",
+    "stored_cancellation",
     "supports",
     "utc",
 ]
@@ -406,14 +406,23 @@ def utc(when: datetime) -> datetime:
     return when.astimezone(timezone.utc)
 
 
-class StoredCancellation(asyncio.CancelledError):
-    """The cancellation ``finish_write`` held until its write was stored, raised then.
+# The mark finish_write sets on the cancellation it held until its write was stored.
+_STORED = "_turnstore_stored"
+
+
+def stored_cancellation(error: BaseException) -> bool:
+    """Whether ``error`` is the cancellation ``finish_write`` held until its write was
+    stored, raised then.
 
     A plain ``CancelledError`` out of a task that runs a write may be the write's own (a loop
     shutting down cancels every task, the write's too, which then stores nothing): this one
     says the write is stored. It reaches only code awaiting the write in the same task; a
-    task's awaiter gets a plain ``CancelledError`` (``noting_stored`` tells them apart).
+    task's awaiter gets a new ``CancelledError`` (``noting_stored`` tells them apart). A mark
+    on the ``CancelledError`` itself, not a subclass: Python 3.11's ``asyncio.timeout`` and
+    ``TaskGroup`` recognise their cancellation by its type (``is CancelledError``), and a
+    subclass came out of them as a cancellation instead of ``TimeoutError`` or nothing.
     """
+    return getattr(error, _STORED, False) is True
 
 
 async def finish_write(write: Awaitable[T]) -> T:
@@ -421,10 +430,10 @@ async def finish_write(write: Awaitable[T]) -> T:
 
     Every backend's ``run(..., write=True)`` goes through here. A cancellation (a task's
     ``cancel()``, a ``wait_for`` timeout) that arrives while a write runs or waits for a lock
-    is held back until the write has committed (it then propagates as ``StoredCancellation``,
-    so a ``CancelledError`` from a write means the write is stored) or failed (its error
-    propagates instead): a write that has started is never dropped nor left running behind
-    the caller's back.
+    is held back until the write has committed (it then propagates, marked so that
+    ``stored_cancellation`` says so: a ``CancelledError`` from a write means the write is
+    stored) or failed (its error propagates instead): a write that has started is never
+    dropped nor left running behind the caller's back.
     """
     task = asyncio.ensure_future(write)
     cancelled: asyncio.CancelledError | None = None
@@ -437,19 +446,21 @@ async def finish_write(write: Awaitable[T]) -> T:
                 raise
             cancelled = exc  # a write that ended meanwhile: its outcome, at the next await
     if cancelled is not None:
-        raise StoredCancellation(*cancelled.args)
+        setattr(cancelled, _STORED, True)
+        raise cancelled
     return result
 
 
 async def noting_stored(write: Callable[[], Awaitable[T]], stored: Callable[[], None]) -> T:
     """``write()``, a write awaited in this task (for a write run as a task of its own, whose
     ``CancelledError`` does not say whether it was stored), calling ``stored()`` once it is
-    stored: when it returns, or raises ``StoredCancellation``. A task cancelled before it
+    stored: when it returns, or raises a ``stored_cancellation``. A task cancelled before it
     started never calls ``write``, so nothing is stored and ``stored`` is not called."""
     try:
         result = await write()
-    except StoredCancellation:
-        stored()
+    except asyncio.CancelledError as cancelled:
+        if stored_cancellation(cancelled):
+            stored()
         raise
     stored()
     return result
