@@ -9,6 +9,7 @@ copy that failed part way, a second copy writing nothing, filters, refusals.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import uuid
@@ -734,3 +735,43 @@ async def test_a_copy_keeps_the_order_of_every_table(
         async with Store.open(target) as dst:
             assert await orders(dst) == listed
             assert await dump(dst) == before
+
+
+@pytest.mark.parametrize("steps", range(16))
+async def test_a_chunked_write_cancelled_at_any_step_has_ended_when_the_cancellation_does(
+    steps: int,
+) -> None:
+    """Copy and import write a chunk while they read the next (``store.chunks.overlapped``):
+    cancelled at any step of the event loop, the chunk in flight has landed (its write held
+    by ``finish_write``) when the ``CancelledError`` comes out, and nothing is written after.
+    Before, a cancellation in the step that lets a write start left that write to run on
+    behind its caller's back."""
+    from turnstore.core.ops import finish_write
+    from turnstore.store.chunks import overlapped
+
+    started: list[int] = []
+    written: list[int] = []
+
+    async def read(chunk: int) -> int:
+        await asyncio.sleep(0)
+        return chunk
+
+    async def store(chunk: int) -> None:
+        started.append(chunk)
+        await asyncio.sleep(0)
+        written.append(chunk)
+
+    async def write(chunk: int) -> None:
+        await finish_write(store(chunk))
+
+    task = asyncio.ensure_future(overlapped(range(4), read, write))
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    at_the_end = (list(started), list(written))
+    assert started == written
+    for _ in range(8):
+        await asyncio.sleep(0)
+    assert (started, written) == at_the_end

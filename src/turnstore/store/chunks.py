@@ -43,18 +43,20 @@ async def overlapped(
     """``write(await read(chunk))`` for each chunk in order, one write at a time (each may
     depend on the one before), the next chunk read while the last one is written."""
     writing: asyncio.Future[None] | None = None
-    for chunk in chunks:
-        try:
+    try:
+        for chunk in chunks:
             value = await read(chunk)
-        except BaseException:
-            if writing is not None:  # let the chunk in flight land before giving up
-                with contextlib.suppress(Exception):
-                    await writing
-            raise
+            if writing is not None:
+                await writing
+            writing = asyncio.ensure_future(write(value))
+            # Let the write reach its backend before the next chunk is read.
+            await asyncio.sleep(0)
+    except BaseException:
+        # Let the chunk in flight land before giving up (a cancellation included, even one in
+        # the step that lets it start): a write is never left running behind its caller.
         if writing is not None:
-            await writing
-        writing = asyncio.ensure_future(write(value))
-        # Let the write reach its backend before the next chunk is read.
-        await asyncio.sleep(0)
+            with contextlib.suppress(Exception):
+                await writing
+        raise
     if writing is not None:
         await writing
