@@ -814,6 +814,39 @@ async def test_a_switch_after_branching_drops_the_name_it_left_pending(
     assert "alt" not in await _names(store)
 
 
+async def test_a_switch_after_branching_cancelled_anywhere_gives_the_branch_up_or_not_at_all(
+    store: Store,
+) -> None:
+    # A cancellation at each step of the event loop in turn: the switch is stored (the head
+    # on main's q3) and the pending "alt" given up, or the head stays below q2 and the next
+    # question still starts "alt". Never switched with the name kept, nor the name dropped
+    # without the switch.
+    outcomes = set()
+    step, ended = -1, False
+    while not ended:
+        step += 1  # from 0: cancelled before it starts
+        sid = f"s{step}"
+        session = await _branched(store, sid, pinned=False)
+        main_end = (await store.runs(sid, branch="main"))[-1].id
+        switching = asyncio.ensure_future(session.switch_to_branch("main"))
+        for _ in range(step):
+            await asyncio.sleep(0)
+        ended = switching.done()
+        switching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):  # none once it has ended
+            await switching
+        switched = (await store.session(sid)).head_run_id == main_end  # type: ignore[union-attr]
+        outcomes.add(switched)
+        if switched:
+            await session.rewind(Turn(3))
+            await session.add_items(run_items("q3 later"))
+            assert "alt" not in await _names(store, sid)
+        else:
+            await session.add_items(run_items("q3 again"))
+            assert await _names(store, sid) == BRANCHED
+    assert outcomes == {False, True}  # both ends were reached
+
+
 async def test_a_pinned_object_s_turns_after_branching_are_those_of_its_course(
     store: Store, tmp_path: Path
 ) -> None:

@@ -556,6 +556,9 @@ class StructuredSession(PinningMixin):
                 session_id=self.session_id,
             )
 
+    def _give_up_pending(self) -> None:
+        self._pending_branch = None
+
     @_write
     async def switch_to_branch(self, name: str, *, expected_head: ExpectedHead = ANY_HEAD) -> int:
         """Move the head to the newest run of the branch called ``name`` (as
@@ -564,18 +567,12 @@ class StructuredSession(PinningMixin):
         ``create_branch_from_turn`` left unwritten is given up."""
         store = await self._ready()
         if self._branch is None:
-            switch = asyncio.ensure_future(
-                store.switch_to_branch(self.session_id, name, expected_head=expected_head)
+            # Given up once the switch is stored (a cancellation raised after it too): else a
+            # later move back there (a rewind) would name its question so.
+            return await noting_stored(
+                lambda: store.switch_to_branch(self.session_id, name, expected_head=expected_head),
+                self._give_up_pending,
             )
-            try:
-                head = await finish_write(switch)
-            except asyncio.CancelledError:  # raised only once the switch is stored
-                if not switch.cancelled() and switch.exception() is None:
-                    self._pending_branch = None
-                raise
-            # Else a later move back there (a rewind) would name its question so.
-            self._pending_branch = None
-            return head
         name = validate.branch_name(name)
         runs = await store.runs(self.session_id, branch=name)  # NotFoundError: no such branch
         self._branch, self._pending_branch = name, None
