@@ -419,10 +419,10 @@ def stored_cancellation(error: BaseException) -> bool:
     says the write is stored. It reaches code awaiting the write in the same task (and the
     first awaiter of a task that ended with it: Python hands that awaiter the task's own);
     a task's other awaiters, and a shield's, get a new ``CancelledError`` (``noting_stored``
-    tells them apart). A mark
-    on the ``CancelledError`` itself, not a subclass: Python 3.11's ``asyncio.timeout`` and
-    ``TaskGroup`` recognise their cancellation by its type (``is CancelledError``), and a
-    subclass came out of them as a cancellation instead of ``TimeoutError`` or nothing.
+    tells them apart). A mark on the ``CancelledError`` itself, not a subclass: Python
+    3.11's ``asyncio.timeout`` and ``TaskGroup`` recognise their cancellation by its type
+    (``is CancelledError``), and a subclass came out of them as a cancellation instead of
+    ``TimeoutError`` or nothing.
     """
     return getattr(error, _STORED, False) is True
 
