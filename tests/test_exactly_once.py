@@ -533,14 +533,7 @@ async def test_a_write_timed_out_by_wait_for_is_stored_before_the_timeout(
     held: tuple[Store, StructuredSession, list[int], _Hold], mutation: tuple[Mutation, Check]
 ) -> None:
     (store, session, runs, hold), (mutate, check) = held, mutation
-
-    async def release_after_the_timeout() -> None:
-        await asyncio.wait_for(hold.entered.wait(), 30)
-        # Both timers run on this loop: the 0.05 s timeout is always delivered first.
-        await asyncio.sleep(0.5)
-        await hold.release()
-
-    releaser = asyncio.ensure_future(release_after_the_timeout())
+    releaser = asyncio.ensure_future(_release_when_entered(hold))
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(mutate(store, session, runs), 0.05)
     assert hold.released  # the timeout came out only once the write could, and did, end
