@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -156,6 +157,19 @@ async def test_a_pinned_object_compacts_nothing_of_another_branch(store: Store) 
 
 def _asked(items: list[Any]) -> list[str]:
     return [item["content"] for item in items if item.get("role") == "user"]
+
+
+async def _cancelled_after(call: Awaitable[Any], steps: int) -> bool:
+    """``call`` run as a task and cancelled after ``steps`` turns of the event loop (0: before
+    it starts); whether it had ended by then (the cancellation then changes nothing)."""
+    task = asyncio.ensure_future(call)
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    ended = task.done()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):  # none once it has ended
+        await task
+    return ended
 
 
 async def _names(store: Store, session_id: str = "s") -> dict[str | None, list[str]]:
@@ -473,12 +487,7 @@ async def test_a_pinned_edit_cancelled_anywhere_stores_both_or_neither(store: St
         pinned = StructuredSession(sid, store, branch="main")
         for tag in ("q1", "q2"):
             await pinned.add_items(run_items(tag))
-        editing = asyncio.ensure_future(pinned.edit(Turn(2), "q2 edited"))
-        for _ in range(step):
-            await asyncio.sleep(0)
-        editing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):  # none once the edit has ended
-            await editing
+        await _cancelled_after(pinned.edit(Turn(2), "q2 edited"), step)
         names = await _names(store, sid)
         edited = names != {"main": ["q1", "q2"]}
         if edited:
@@ -631,12 +640,7 @@ async def test_a_write_after_branching_cancelled_anywhere_stores_both_or_neither
     for step in range(40):
         sid = f"s{step}"
         session = await _branched(store, sid, pinned=pinned)
-        writing = asyncio.ensure_future(session.add_items(run_items("q3 again")))
-        for _ in range(step):
-            await asyncio.sleep(0)
-        writing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):  # none once the write has ended
-            await writing
+        await _cancelled_after(session.add_items(run_items("q3 again")), step)
         names = await _names(store, sid)
         written = names != {"main": BRANCHED["main"]}
         if written:
@@ -782,13 +786,7 @@ async def test_branching_from_a_turn_cancelled_anywhere_moves_both_or_neither(
             await session.add_items(run_items(tag))
         if not pinned:
             await session.name_branch("main")
-        branching = asyncio.ensure_future(session.create_branch_from_turn(3, "alt"))
-        for _ in range(step):
-            await asyncio.sleep(0)
-        ended = branching.done()
-        branching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):  # none once it has ended
-            await branching
+        ended = await _cancelled_after(session.create_branch_from_turn(3, "alt"), step)
         await session.add_items(run_items("q3 again"))
         names = await _names(store, sid)
         moved = "alt" in names
@@ -828,13 +826,7 @@ async def test_a_switch_after_branching_cancelled_anywhere_gives_the_branch_up_o
         sid = f"s{step}"
         session = await _branched(store, sid, pinned=False)
         main_end = (await store.runs(sid, branch="main"))[-1].id
-        switching = asyncio.ensure_future(session.switch_to_branch("main"))
-        for _ in range(step):
-            await asyncio.sleep(0)
-        ended = switching.done()
-        switching.cancel()
-        with contextlib.suppress(asyncio.CancelledError):  # none once it has ended
-            await switching
+        ended = await _cancelled_after(session.switch_to_branch("main"), step)
         switched = (await store.session(sid)).head_run_id == main_end  # type: ignore[union-attr]
         outcomes.add(switched)
         if switched:
